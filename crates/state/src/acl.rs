@@ -1,0 +1,366 @@
+//! Access control as ZooKeeper does it: the schemes (world, auth, digest, ip, super), the
+//! permission check, the fix-up of a new node's ACL, and an interning table so a million nodes
+//! sharing one ACL store it once (ZooKeeper's `ReferenceCountedACLCache`).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use base64::Engine;
+use hashbrown::HashMap;
+use sha1::{Digest, Sha1};
+use warden_proto::types::perms;
+use warden_proto::{Acl, Id};
+
+/// The identity a configured super digest grants: it passes every ACL check.
+pub fn super_id() -> Id {
+    Id::new("super", "")
+}
+
+/// `DigestAuthenticationProvider.generateDigest`: `user:base64(sha1("user:password"))`.
+pub fn digest(user_password: &str) -> String {
+    let user = user_password.split(':').next().unwrap_or_default();
+    let hash = Sha1::digest(user_password.as_bytes());
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
+}
+
+/// Whether identities `auth` may do `perm` on a node whose ACL is `acl`
+/// (`ZooKeeperServer.checkACL`).
+pub fn permits(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
+    if acl.is_empty() || auth.iter().any(|id| id.scheme == "super") {
+        return true;
+    }
+    acl.iter().filter(|a| a.perms & perm != 0).any(|a| {
+        (a.id.scheme == "world" && a.id.id == "anyone")
+            || auth
+                .iter()
+                .any(|who| who.scheme == a.id.scheme && scheme_matches(&a.id, &who.id))
+    })
+}
+
+fn scheme_matches(acl_id: &Id, who: &str) -> bool {
+    match acl_id.scheme.as_str() {
+        "ip" => ip_matches(&acl_id.id, who),
+        "digest" | "x509" | "sasl" => acl_id.id == who,
+        _ => false,
+    }
+}
+
+/// `IPAuthenticationProvider.matches`: `who` is inside the address or CIDR block `expr`.
+fn ip_matches(expr: &str, who: &str) -> bool {
+    let Some((net, bits)) = parse_cidr(expr) else {
+        return false;
+    };
+    let Ok(addr) = who.parse::<IpAddr>() else {
+        return false;
+    };
+    let (net, addr) = (octets(net), octets(addr));
+    if net.len() != addr.len() {
+        return false;
+    }
+    let full = bits / 8;
+    let rest = bits % 8;
+    if net[..full] != addr[..full] {
+        return false;
+    }
+    rest == 0 || {
+        let mask = 0xffu8 << (8 - rest);
+        net[full] & mask == addr[full] & mask
+    }
+}
+
+fn octets(addr: IpAddr) -> Vec<u8> {
+    match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+fn parse_cidr(expr: &str) -> Option<(IpAddr, usize)> {
+    let (addr, bits) = match expr.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (expr, None),
+    };
+    let addr: IpAddr = addr.parse().ok()?;
+    let max = octets(addr).len() * 8;
+    let bits = match bits {
+        None => max,
+        Some(b) => b.parse::<usize>().ok().filter(|b| *b <= max)?,
+    };
+    Some((addr, bits))
+}
+
+/// Why a requested ACL is refused (InvalidACL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidAcl;
+
+/// `PrepRequestProcessor.fixupACL`: drops duplicates, expands `auth` to the requester's
+/// authenticated identities, and refuses empty lists and ids no provider accepts.
+pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
+    let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
+    for a in acl {
+        if !unique.contains(&a) {
+            unique.push(a);
+        }
+    }
+    if unique.is_empty() {
+        return Err(InvalidAcl);
+    }
+    let mut out = Vec::with_capacity(unique.len());
+    for a in unique {
+        match a.id.scheme.as_str() {
+            "world" if a.id.id == "anyone" => out.push(a.clone()),
+            "auth" => {
+                // Only identities proved by a credential count (digest, sasl, x509); an ip is
+                // not an authentication.
+                let proved: Vec<&Id> = auth
+                    .iter()
+                    .filter(|id| matches!(id.scheme.as_str(), "digest" | "sasl" | "x509"))
+                    .collect();
+                if proved.is_empty() {
+                    return Err(InvalidAcl);
+                }
+                out.extend(proved.into_iter().map(|id| Acl {
+                    perms: a.perms,
+                    id: id.clone(),
+                }));
+            }
+            "digest" if digest_id_is_valid(&a.id.id) => out.push(a.clone()),
+            "ip" if parse_cidr(&a.id.id).is_some() => out.push(a.clone()),
+            _ => return Err(InvalidAcl),
+        }
+    }
+    Ok(out)
+}
+
+/// `DigestAuthenticationProvider.isValid`: Java's `split(":")` yields exactly two parts
+/// (trailing empty parts are dropped, so `user:` is invalid).
+fn digest_id_is_valid(id: &str) -> bool {
+    let parts: Vec<&str> = id.split(':').collect();
+    let mut n = parts.len();
+    while n > 0 && parts[n - 1].is_empty() {
+        n -= 1;
+    }
+    n == 2
+}
+
+/// getACL for a caller without ADMIN: digest hashes are masked as `user:x`.
+pub fn masked(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| match a.id.scheme.as_str() {
+            "digest" => Acl {
+                perms: a.perms,
+                id: Id::new(
+                    "digest",
+                    format!("{}:x", a.id.id.split(':').next().unwrap_or_default()),
+                ),
+            },
+            _ => a.clone(),
+        })
+        .collect()
+}
+
+/// Index of an interned ACL list.
+pub type AclId = u32;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    acl: Arc<[Acl]>,
+    refs: u64,
+}
+
+/// Interned ACL lists with reference counts.
+#[derive(Debug, Clone, Default)]
+pub struct AclTable {
+    entries: Vec<Option<Entry>>,
+    ids: HashMap<Arc<[Acl]>, AclId>,
+    free: Vec<AclId>,
+}
+
+impl AclTable {
+    /// Takes a reference to `acl`, interning it if new.
+    pub fn acquire(&mut self, acl: &[Acl]) -> AclId {
+        if let Some(&id) = self.ids.get(acl) {
+            self.entries[id as usize]
+                .as_mut()
+                .expect("an indexed ACL entry is live")
+                .refs += 1;
+            return id;
+        }
+        let acl: Arc<[Acl]> = acl.into();
+        let entry = Some(Entry {
+            acl: acl.clone(),
+            refs: 1,
+        });
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                id
+            }
+            None => {
+                let id = AclId::try_from(self.entries.len()).expect("fewer than 2^32 ACLs");
+                self.entries.push(entry);
+                id
+            }
+        };
+        self.ids.insert(acl, id);
+        id
+    }
+
+    /// Interns `acl` at the next index with no references yet (snapshot loading, which lists
+    /// each ACL once, in index order, before the nodes that use it).
+    pub(crate) fn push_unreferenced(&mut self, acl: Vec<Acl>) -> AclId {
+        let acl: Arc<[Acl]> = acl.into();
+        let id = AclId::try_from(self.entries.len()).expect("fewer than 2^32 ACLs");
+        self.entries.push(Some(Entry {
+            acl: acl.clone(),
+            refs: 0,
+        }));
+        self.ids.insert(acl, id);
+        id
+    }
+
+    /// Takes one more reference to a live entry.
+    pub(crate) fn add_ref(&mut self, id: AclId) {
+        self.entries[id as usize]
+            .as_mut()
+            .expect("referenced ACL is live")
+            .refs += 1;
+    }
+
+    /// Live entries in index order, for snapshots.
+    pub(crate) fn live(&self) -> impl Iterator<Item = (AclId, &Arc<[Acl]>)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i as AclId, &e.acl)))
+    }
+
+    /// Drops a reference taken by [`AclTable::acquire`].
+    pub fn release(&mut self, id: AclId) {
+        let slot = &mut self.entries[id as usize];
+        let entry = slot.as_mut().expect("released ACL is live");
+        assert!(entry.refs > 0);
+        entry.refs -= 1;
+        if entry.refs == 0 {
+            let entry = slot.take().expect("checked above");
+            self.ids.remove(&entry.acl);
+            self.free.push(id);
+        }
+    }
+
+    pub fn get(&self, id: AclId) -> &Arc<[Acl]> {
+        &self.entries[id as usize]
+            .as_ref()
+            .expect("a node's ACL is live")
+            .acl
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// The permission each operation needs, by name, for readability at call sites.
+pub const READ: i32 = perms::READ;
+pub const WRITE: i32 = perms::WRITE;
+pub const CREATE: i32 = perms::CREATE;
+pub const DELETE: i32 = perms::DELETE;
+pub const ADMIN: i32 = perms::ADMIN;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
+        Acl {
+            perms,
+            id: Id::new(scheme, id),
+        }
+    }
+
+    /// Programmer's Guide, "Builtin ACL Schemes": "digest uses a username:password string to
+    /// generate MD5 hash which is then used as an ACL ID identity... the ACL expression will be
+    /// the username:base64 encoded SHA1 password digest."
+    #[test]
+    fn digest_matches_zookeeper() {
+        // Value printed by ZooKeeper's DigestAuthenticationProvider for "super:test".
+        assert_eq!(digest("super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    }
+
+    /// "world has a single id, anyone, that represents anyone." "ip uses the client host IP as
+    /// an ACL ID identity. The ACL expression is of the form addr/bits where the most
+    /// significant bits of addr are matched against the most significant bits of the client
+    /// host IP."
+    #[test]
+    fn permission_checks() {
+        let open = Acl::open();
+        assert!(permits(&open, ADMIN, &[]));
+        let read = [acl(READ, "world", "anyone")];
+        assert!(permits(&read, READ, &[]) && !permits(&read, WRITE, &[]));
+        let net = [acl(ALL_BUT_ADMIN, "ip", "10.1.0.0/16")];
+        assert!(permits(&net, WRITE, &[Id::new("ip", "10.1.2.3")]));
+        assert!(!permits(&net, WRITE, &[Id::new("ip", "10.2.2.3")]));
+        assert!(!permits(&net, ADMIN, &[Id::new("ip", "10.1.2.3")]));
+        let user = [acl(ALL_BUT_ADMIN, "digest", &digest("bob:pw"))];
+        assert!(permits(&user, READ, &[Id::new("digest", digest("bob:pw"))]));
+        assert!(!permits(
+            &user,
+            READ,
+            &[Id::new("digest", digest("bob:no"))]
+        ));
+        assert!(permits(&user, READ, &[super_id()]));
+    }
+
+    const ALL_BUT_ADMIN: i32 = READ | WRITE | CREATE | DELETE;
+
+    /// "auth is a special scheme which ignores any provided expression and instead uses the
+    /// current user, credentials, and scheme. Any expression (whether user like with SASL
+    /// authentication or user:password like with DIGEST authentication) provided is ignored by
+    /// the ZooKeeper server when persisting the ACL."
+    #[test]
+    fn fixup_expands_auth_and_refuses_bad_ids() {
+        let me = Id::new("digest", digest("me:pw"));
+        let got = fixup(
+            &[acl(31, "auth", "")],
+            &[Id::new("ip", "127.0.0.1"), me.clone()],
+        );
+        assert_eq!(got, Ok(vec![Acl { perms: 31, id: me }]));
+        assert_eq!(
+            fixup(&[acl(31, "auth", "")], &[Id::new("ip", "1.2.3.4")]),
+            Err(InvalidAcl)
+        );
+        assert_eq!(fixup(&[], &[]), Err(InvalidAcl));
+        assert_eq!(fixup(&[acl(31, "world", "nobody")], &[]), Err(InvalidAcl));
+        assert_eq!(fixup(&[acl(31, "digest", "user:")], &[]), Err(InvalidAcl));
+        assert_eq!(fixup(&[acl(31, "ip", "1.2.3.4/33")], &[]), Err(InvalidAcl));
+        assert_eq!(fixup(&[acl(31, "unknown", "x")], &[]), Err(InvalidAcl));
+        let twice = [acl(1, "world", "anyone"), acl(1, "world", "anyone")];
+        assert_eq!(fixup(&twice, &[]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn table_interns_and_frees() {
+        let mut t = AclTable::default();
+        let a = t.acquire(&Acl::open());
+        let b = t.acquire(&Acl::open());
+        assert_eq!(a, b);
+        assert_eq!(t.len(), 1);
+        t.release(a);
+        assert_eq!(t.len(), 1);
+        t.release(b);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn masking_hides_digest_hashes() {
+        let got = masked(&[acl(31, "digest", "bob:abc=")]);
+        assert_eq!(got[0].id.id, "bob:x");
+    }
+}

@@ -1,0 +1,31 @@
+//! Warden's replicated state machine: pure and deterministic. It reads no clock, no random
+//! numbers, no files and no sockets; time and identities arrive inside each [`Txn`].
+//!
+//! - [`tree`]: the data tree, an arena of znodes with a (parent, name) hash index, ephemeral,
+//!   container and TTL bookkeeping, and an incremental digest.
+//! - [`path`]: ZooKeeper's path rules.
+//! - [`acl`]: schemes, permission checks, ACL fix-up, interned ACL lists.
+//! - [`prepare`]: validation of writes against the tree as a multi's earlier operations leave
+//!   it, producing changes that cannot fail.
+//! - [`state`]: [`State`], the tree plus sessions and the zxid counter; `apply(txn)`.
+//! - [`read`]: reads and the watches they leave.
+//! - [`watch`]: the per-server watch registry and which events each change fires.
+//! - [`system`]: /zookeeper and ClickHouse Keeper's /keeper nodes.
+//! - [`snapshot`]: the whole state to a checksummed, compressed byte stream and back.
+//! - [`txn`]: transactions and their outcomes.
+
+pub mod acl;
+pub mod path;
+pub mod prepare;
+pub mod read;
+pub mod snapshot;
+pub mod state;
+pub mod system;
+pub mod tree;
+pub mod txn;
+pub mod watch;
+
+pub use read::{ReadOutcome, WatchRequest};
+pub use state::{Session, State, StateConfig};
+pub use txn::{Outcome, Trigger, Txn, TxnKind};
+pub use watch::{Delivery, WatchKind, WatchRegistry};

@@ -1,0 +1,405 @@
+//! Validation of writes, as ZooKeeper's `PrepRequestProcessor` does it: each operation is
+//! checked against the tree as earlier operations of the same multi would leave it (a
+//! [`View`]), and turns into a resolved [`Change`] that cannot fail when committed.
+
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+use warden_proto::request::{CheckVersionRequest, CreateRequest, RemoveRecursiveRequest};
+use warden_proto::{Acl, CreateMode, ErrorCode, Id, OpCode, Request};
+
+use crate::acl;
+use crate::path;
+use crate::tree::{self, DataTree, NodeKind};
+
+/// What validation needs of a node.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub ephemeral_owner: i64,
+    pub num_children: usize,
+    pub acl: Arc<[Acl]>,
+}
+
+/// The tree as the operations prepared so far would leave it.
+pub struct View<'a> {
+    tree: &'a DataTree,
+    pending: HashMap<String, Option<NodeInfo>>,
+    removed_subtrees: Vec<String>,
+}
+
+impl<'a> View<'a> {
+    pub fn new(tree: &'a DataTree) -> Self {
+        View {
+            tree,
+            pending: HashMap::new(),
+            removed_subtrees: Vec::new(),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Option<NodeInfo> {
+        if let Some(p) = self.pending.get(path) {
+            return p.clone();
+        }
+        if self
+            .removed_subtrees
+            .iter()
+            .any(|r| path::is_within(path, r))
+        {
+            return None;
+        }
+        let n = self.tree.get(path)?;
+        let s = n.stat();
+        Some(NodeInfo {
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: s.ephemeral_owner,
+            num_children: n.num_children(),
+            acl: self.tree.acl_table().get(n.acl_id()).clone(),
+        })
+    }
+
+    fn update(&mut self, path: &str, f: impl FnOnce(&mut NodeInfo)) {
+        let mut info = self.get(path).expect("updated node exists in the view");
+        f(&mut info);
+        self.pending.insert(path.to_owned(), Some(info));
+    }
+}
+
+/// Who is asking, and when.
+pub struct Caller<'a> {
+    pub session_id: i64,
+    pub auth: &'a [Id],
+    pub ttl_enabled: bool,
+}
+
+/// A validated write, ready to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Create {
+        /// The opcode whose reply shape to use (create answers a path; the others a Stat too).
+        op: OpCode,
+        path: String,
+        data: Option<Vec<u8>>,
+        acl: Vec<Acl>,
+        ephemeral_owner: i64,
+        parent_cversion: i32,
+    },
+    Delete {
+        op: OpCode,
+        path: String,
+    },
+    SetData {
+        path: String,
+        data: Option<Vec<u8>>,
+    },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+    },
+    /// A check that passed, or a ClickHouse operation that found nothing to do.
+    Nothing {
+        op: OpCode,
+        path: String,
+    },
+    RemoveRecursive {
+        path: String,
+    },
+}
+
+/// Paths no client may delete (`DataTree.isSpecialPath`, plus ClickHouse Keeper's /keeper).
+pub fn is_system_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
+    ) || path::is_within(path, crate::system::KEEPER)
+}
+
+fn valid(path: &str) -> Result<(), ErrorCode> {
+    path::validate(path).map_err(|_| ErrorCode::BAD_ARGUMENTS)
+}
+
+fn check_acl(node: &NodeInfo, perm: i32, caller: &Caller<'_>) -> Result<(), ErrorCode> {
+    if acl::permits(&node.acl, perm, caller.auth) {
+        Ok(())
+    } else {
+        Err(ErrorCode::NO_AUTH)
+    }
+}
+
+fn check_version(expected: i32, current: i32) -> Result<(), ErrorCode> {
+    if expected == -1 || expected == current {
+        Ok(())
+    } else {
+        Err(ErrorCode::BAD_VERSION)
+    }
+}
+
+/// Validates one write operation against `view` and records its effect there.
+pub fn prepare(
+    req: &Request,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<Change, ErrorCode> {
+    match req {
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => {
+            create(req.op(), r, -1, caller, view)
+        }
+        Request::CreateTtl(r) => {
+            let plain = CreateRequest {
+                path: r.path.clone(),
+                data: r.data.clone(),
+                acl: r.acl.clone(),
+                flags: r.flags,
+            };
+            create(OpCode::CreateTtl, &plain, r.ttl, caller, view)
+        }
+        Request::CreateIfNotExists(r)
+            if CreateMode::from_flags(r.flags).is_some_and(CreateMode::is_sequential) =>
+        {
+            Err(ErrorCode::BAD_ARGUMENTS)
+        }
+        Request::CreateIfNotExists(r) => {
+            match create(OpCode::CreateIfNotExists, r, -1, caller, view) {
+                Err(ErrorCode::NODE_EXISTS) => Ok(Change::Nothing {
+                    op: OpCode::CreateIfNotExists,
+                    path: r.path.clone(),
+                }),
+                other => other,
+            }
+        }
+        Request::Delete(r) => delete(OpCode::Delete, &r.path, r.version, caller, view),
+        Request::SetData(r) => {
+            valid(&r.path)?;
+            let node = view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+            check_acl(&node, acl::WRITE, caller)?;
+            check_version(r.version, node.version)?;
+            view.update(&r.path, |n| n.version = n.version.wrapping_add(1));
+            Ok(Change::SetData {
+                path: r.path.clone(),
+                data: r.data.clone(),
+            })
+        }
+        Request::SetAcl(r) => {
+            valid(&r.path)?;
+            let acl = acl::fixup(&r.acl, caller.auth).map_err(|_| ErrorCode::INVALID_ACL)?;
+            let node = view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+            check_acl(&node, acl::ADMIN, caller)?;
+            check_version(r.version, node.aversion)?;
+            let shared: Arc<[Acl]> = acl.clone().into();
+            view.update(&r.path, |n| {
+                n.aversion = n.aversion.wrapping_add(1);
+                n.acl = shared;
+            });
+            Ok(Change::SetAcl {
+                path: r.path.clone(),
+                acl,
+            })
+        }
+        Request::Check(r) => check(r, caller, view),
+        Request::CheckNotExists(r) => check_not_exists(r, view),
+        Request::RemoveRecursive(r) => remove_recursive(r, caller, view),
+        _ => Err(ErrorCode::BAD_ARGUMENTS),
+    }
+}
+
+fn validate_ttl(mode: CreateMode, ttl: i64) -> Result<(), ErrorCode> {
+    let ok = if mode.is_ttl() {
+        (1..=tree::TTL_MAX_MS).contains(&ttl)
+    } else {
+        ttl < 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ErrorCode::BAD_ARGUMENTS)
+    }
+}
+
+/// `PrepRequestProcessor.pRequest2TxnCreate`, check for check, in ZooKeeper's order.
+fn create(
+    op: OpCode,
+    r: &CreateRequest,
+    ttl: i64,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<Change, ErrorCode> {
+    let mode = CreateMode::from_flags(r.flags).ok_or(ErrorCode::BAD_ARGUMENTS)?;
+    if mode.is_ttl() && !caller.ttl_enabled {
+        return Err(ErrorCode::UNIMPLEMENTED);
+    }
+    validate_ttl(mode, ttl)?;
+    if r.path.contains('\0') {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    let (parent_path, _) = path::split_parent(&r.path).ok_or(ErrorCode::BAD_ARGUMENTS)?;
+    let acl = acl::fixup(&r.acl, caller.auth).map_err(|_| ErrorCode::INVALID_ACL)?;
+    let parent = view.get(parent_path).ok_or(ErrorCode::NO_NODE)?;
+    check_acl(&parent, acl::CREATE, caller)?;
+    let mut path = r.path.clone();
+    if mode.is_sequential() {
+        // Java's %010d: zero-padded to ten characters, sign included, so a wrapped counter
+        // gives "-000000001".
+        path.push_str(&format!("{:010}", parent.cversion));
+    }
+    valid(&path)?;
+    if view.get(&path).is_some() {
+        return Err(ErrorCode::NODE_EXISTS);
+    }
+    if matches!(
+        NodeKind::of_owner(parent.ephemeral_owner),
+        NodeKind::Ephemeral(_)
+    ) {
+        return Err(ErrorCode::NO_CHILDREN_FOR_EPHEMERALS);
+    }
+    if path::is_within(parent_path, crate::system::KEEPER) {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    let parent_cversion = parent.cversion.wrapping_add(1);
+    let ephemeral_owner = match op {
+        OpCode::CreateContainer => tree::CONTAINER_OWNER,
+        OpCode::CreateTtl => tree::ttl_owner(ttl),
+        _ if mode.is_ephemeral() => caller.session_id,
+        _ => 0,
+    };
+    view.update(parent_path, |p| {
+        p.num_children += 1;
+        p.cversion = parent_cversion;
+    });
+    view.pending.insert(
+        path.clone(),
+        Some(NodeInfo {
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner,
+            num_children: 0,
+            acl: acl.clone().into(),
+        }),
+    );
+    Ok(Change::Create {
+        op,
+        path,
+        data: r.data.clone(),
+        acl,
+        ephemeral_owner,
+        parent_cversion,
+    })
+}
+
+/// `PrepRequestProcessor` for delete (and ClickHouse's tryRemove shape).
+fn delete(
+    op: OpCode,
+    path: &str,
+    version: i32,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<Change, ErrorCode> {
+    valid(path)?;
+    if is_system_path(path) {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    let (parent_path, _) = path::split_parent(path).ok_or(ErrorCode::BAD_ARGUMENTS)?;
+    let parent = view.get(parent_path).ok_or(ErrorCode::NO_NODE)?;
+    check_acl(&parent, acl::DELETE, caller)?;
+    let node = view.get(path).ok_or(ErrorCode::NO_NODE)?;
+    check_version(version, node.version)?;
+    if node.num_children > 0 {
+        return Err(ErrorCode::NOT_EMPTY);
+    }
+    view.update(parent_path, |p| p.num_children -= 1);
+    view.pending.insert(path.to_owned(), None);
+    Ok(Change::Delete {
+        op,
+        path: path.to_owned(),
+    })
+}
+
+fn check(
+    r: &CheckVersionRequest,
+    caller: &Caller<'_>,
+    view: &View<'_>,
+) -> Result<Change, ErrorCode> {
+    valid(&r.path)?;
+    let node = view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+    check_acl(&node, acl::READ, caller)?;
+    check_version(r.version, node.version)?;
+    Ok(Change::Nothing {
+        op: OpCode::Check,
+        path: r.path.clone(),
+    })
+}
+
+/// ClickHouse's checkNotExists: fails with NodeExists if the node is there (at `version`,
+/// when one is given).
+fn check_not_exists(r: &CheckVersionRequest, view: &View<'_>) -> Result<Change, ErrorCode> {
+    valid(&r.path)?;
+    match view.get(&r.path) {
+        Some(node) if r.version == -1 || r.version == node.version => Err(ErrorCode::NODE_EXISTS),
+        _ => Ok(Change::Nothing {
+            op: OpCode::CheckNotExists,
+            path: r.path.clone(),
+        }),
+    }
+}
+
+/// ClickHouse's removeRecursive: deletes a node and everything below it, refused with
+/// NotEmpty when the subtree holds more than `remove_nodes_limit` nodes.
+fn remove_recursive(
+    r: &RemoveRecursiveRequest,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<Change, ErrorCode> {
+    valid(&r.path)?;
+    if is_system_path(&r.path) {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    let (parent_path, _) = path::split_parent(&r.path).ok_or(ErrorCode::BAD_ARGUMENTS)?;
+    let parent = view.get(parent_path).ok_or(ErrorCode::NO_NODE)?;
+    check_acl(&parent, acl::DELETE, caller)?;
+    view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+    // The subtree as committed; nodes this multi created under it are counted too.
+    let limit = usize::try_from(r.remove_nodes_limit.max(0)).unwrap_or(0);
+    let mut count = 0usize;
+    if let Some(id) = view.tree.lookup(&r.path) {
+        let mut stack = vec![id];
+        while let Some(id) = stack.pop() {
+            count += 1;
+            if count > limit {
+                return Err(ErrorCode::NOT_EMPTY);
+            }
+            let n = view.tree.node(id);
+            stack.extend(n.child_ids().iter().copied().filter(|&c| {
+                let child_path = view.tree.path_of(c);
+                view.pending.get(&child_path).is_none_or(Option::is_some)
+            }));
+        }
+    }
+    count += view
+        .pending
+        .iter()
+        .filter(|(p, info)| {
+            info.is_some() && path::is_within(p, &r.path) && view.tree.lookup(p).is_none()
+        })
+        .count();
+    if count > limit {
+        return Err(ErrorCode::NOT_EMPTY);
+    }
+    let doomed: Vec<String> = view
+        .pending
+        .keys()
+        .filter(|p| path::is_within(p, &r.path))
+        .cloned()
+        .collect();
+    for p in doomed {
+        view.pending.insert(p, None);
+    }
+    view.removed_subtrees.push(r.path.clone());
+    view.update(parent_path, |p| p.num_children -= 1);
+    Ok(Change::RemoveRecursive {
+        path: r.path.clone(),
+    })
+}

@@ -1,0 +1,204 @@
+//! Reads, served by any replica from its own tree (`FinalRequestProcessor`'s read cases):
+//! the answer, and the watch the read leaves behind.
+
+use warden_proto::request::{FilteredListRequest, PathWatchRequest};
+use warden_proto::{ErrorCode, Id, OpResult, Request, Response};
+
+use crate::acl;
+use crate::state::State;
+use crate::tree::{NodeKind, NodeRef};
+use crate::watch::WatchKind;
+
+/// A watch a read asks to leave on a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchRequest {
+    pub path: String,
+    pub kind: WatchKind,
+}
+
+/// The answer to a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOutcome {
+    pub err: ErrorCode,
+    pub body: Response,
+    /// Watches to register for the caller, in the same step as the read.
+    pub watches: Vec<WatchRequest>,
+}
+
+type ReadResult = Result<Response, ErrorCode>;
+
+impl State {
+    /// Whether `req` is answered by [`State::read`] rather than through consensus or by the
+    /// connection itself.
+    pub fn is_read(req: &Request) -> bool {
+        matches!(
+            req,
+            Request::Exists(_)
+                | Request::GetData(_)
+                | Request::GetChildren(_)
+                | Request::GetChildren2(_)
+                | Request::GetAcl(_)
+                | Request::GetAllChildrenNumber(_)
+                | Request::GetEphemerals(_)
+                | Request::MultiRead(_)
+                | Request::FilteredList(_)
+        )
+    }
+
+    /// Answers a read for `session_id`, authenticated as `auth`.
+    pub fn read(&self, session_id: i64, auth: &[Id], req: &Request) -> ReadOutcome {
+        let mut watches = Vec::new();
+        let result = match req {
+            Request::MultiRead(ops) => Ok(Response::Multi(
+                ops.iter()
+                    .map(
+                        |op| match self.read_one(session_id, auth, op, &mut watches) {
+                            Ok(response) => OpResult::Ok {
+                                op: op.op(),
+                                response,
+                            },
+                            Err(err) => OpResult::Error(err),
+                        },
+                    )
+                    .collect(),
+            )),
+            _ => self.read_one(session_id, auth, req, &mut watches),
+        };
+        let (err, body) = match result {
+            Ok(body) => (ErrorCode::OK, body),
+            Err(err) => (err, Response::Empty),
+        };
+        ReadOutcome { err, body, watches }
+    }
+
+    fn readable(&self, path: &str, auth: &[Id]) -> Result<NodeRef<'_>, ErrorCode> {
+        let node = self.tree.get(path).ok_or(ErrorCode::NO_NODE)?;
+        if acl::permits(node.acl(), acl::READ, auth) {
+            Ok(node)
+        } else {
+            Err(ErrorCode::NO_AUTH)
+        }
+    }
+
+    fn read_one(
+        &self,
+        session_id: i64,
+        auth: &[Id],
+        req: &Request,
+        watches: &mut Vec<WatchRequest>,
+    ) -> ReadResult {
+        let mut watch = |r: &PathWatchRequest, kind| {
+            if r.watch {
+                watches.push(WatchRequest {
+                    path: r.path.clone(),
+                    kind,
+                });
+            }
+        };
+        match req {
+            Request::Exists(r) => {
+                if r.path.contains('\0') {
+                    return Err(ErrorCode::BAD_ARGUMENTS);
+                }
+                // The watch is left whether or not the node exists: it fires on creation.
+                watch(r, WatchKind::Data);
+                let node = self.tree.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+                Ok(Response::Stat(node.wire_stat()))
+            }
+            Request::GetData(r) => {
+                let node = self.readable(&r.path, auth)?;
+                watch(r, WatchKind::Data);
+                Ok(Response::GetData {
+                    data: node.data().map(<[u8]>::to_vec),
+                    stat: node.wire_stat(),
+                })
+            }
+            Request::GetChildren(r) => {
+                let node = self.readable(&r.path, auth)?;
+                watch(r, WatchKind::Child);
+                Ok(Response::GetChildren {
+                    children: node.children().map(|c| c.name().to_owned()).collect(),
+                })
+            }
+            Request::GetChildren2(r) => {
+                let node = self.readable(&r.path, auth)?;
+                watch(r, WatchKind::Child);
+                Ok(Response::GetChildren2 {
+                    children: node.children().map(|c| c.name().to_owned()).collect(),
+                    stat: node.wire_stat(),
+                })
+            }
+            Request::FilteredList(r) => self.filtered_list(r, auth, watches),
+            Request::GetAcl(r) => {
+                let node = self.tree.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
+                if !acl::permits(node.acl(), acl::READ | acl::ADMIN, auth) {
+                    return Err(ErrorCode::NO_AUTH);
+                }
+                let acl = if acl::permits(node.acl(), acl::ADMIN, auth) {
+                    node.acl().to_vec()
+                } else {
+                    acl::masked(node.acl())
+                };
+                Ok(Response::GetAcl {
+                    acl,
+                    stat: node.wire_stat(),
+                })
+            }
+            Request::GetAllChildrenNumber(r) => {
+                let node = self.readable(&r.path, auth)?;
+                let mut total = 0i32;
+                let mut stack: Vec<u32> = node.child_ids().to_vec();
+                while let Some(id) = stack.pop() {
+                    total += 1;
+                    stack.extend_from_slice(self.tree.node(id).child_ids());
+                }
+                Ok(Response::AllChildrenNumber { total })
+            }
+            Request::GetEphemerals(r) => {
+                let prefix = r.path.trim();
+                let mut paths: Vec<String> = self
+                    .tree
+                    .ephemerals_of(session_id)
+                    .map(|id| self.tree.path_of(id))
+                    .filter(|p| prefix.is_empty() || prefix == "/" || p.starts_with(prefix))
+                    .collect();
+                paths.sort();
+                Ok(Response::GetEphemerals { paths })
+            }
+            _ => Err(ErrorCode::BAD_ARGUMENTS),
+        }
+    }
+
+    /// ClickHouse's filteredList: getChildren2 keeping all, persistent-only (1) or
+    /// ephemeral-only (2) children.
+    fn filtered_list(
+        &self,
+        r: &FilteredListRequest,
+        auth: &[Id],
+        watches: &mut Vec<WatchRequest>,
+    ) -> ReadResult {
+        let node = self.readable(&r.path, auth)?;
+        if r.watch {
+            watches.push(WatchRequest {
+                path: r.path.clone(),
+                kind: WatchKind::Child,
+            });
+        }
+        let children = node
+            .children()
+            .filter(|c| {
+                let ephemeral = matches!(c.kind(), NodeKind::Ephemeral(_));
+                match r.list_type {
+                    1 => !ephemeral,
+                    2 => ephemeral,
+                    _ => true,
+                }
+            })
+            .map(|c| c.name().to_owned())
+            .collect();
+        Ok(Response::GetChildren2 {
+            children,
+            stat: node.wire_stat(),
+        })
+    }
+}

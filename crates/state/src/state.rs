@@ -1,0 +1,358 @@
+//! The replicated state: the tree, the sessions and the zxid counter, changed only by
+//! [`State::apply`], which gives every replica the same answer for the same transaction.
+
+use std::collections::BTreeMap;
+
+use warden_proto::{ErrorCode, EventType, OpCode, OpResult, Request, Response};
+
+use crate::prepare::{Caller, Change, View, prepare};
+use crate::tree::{DataTree, NodeKind, NodeStat};
+use crate::txn::{Outcome, Trigger, Txn, TxnKind};
+use crate::{path, system};
+
+/// Settings every replica must share, fixed for the life of the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateConfig {
+    /// Whether TTL nodes may be created (ZooKeeper's `zookeeper.extendedTypesEnabled`).
+    pub ttl_enabled: bool,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig { ttl_enabled: true }
+    }
+}
+
+/// A live session as every replica knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub timeout_ms: i32,
+    pub password: Vec<u8>,
+}
+
+/// The whole replicated state.
+#[derive(Clone)]
+pub struct State {
+    pub(crate) config: StateConfig,
+    pub(crate) tree: DataTree,
+    pub(crate) sessions: BTreeMap<i64, Session>,
+    pub(crate) zxid: i64,
+    pub(crate) next_session_id: i64,
+}
+
+impl State {
+    pub fn new(config: StateConfig) -> Self {
+        let mut tree = DataTree::new();
+        system::install(&mut tree);
+        State {
+            config,
+            tree,
+            sessions: BTreeMap::new(),
+            zxid: 0,
+            next_session_id: 0,
+        }
+    }
+
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    /// The zxid of the last applied transaction.
+    pub fn last_zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    pub fn session(&self, id: i64) -> Option<&Session> {
+        self.sessions.get(&id)
+    }
+
+    pub fn sessions(&self) -> impl Iterator<Item = (i64, &Session)> {
+        self.sessions.iter().map(|(id, s)| (*id, s))
+    }
+
+    /// A digest of the tree, equal on replicas that applied the same transactions.
+    pub fn digest(&self) -> u64 {
+        self.tree.digest()
+    }
+
+    /// Applies one committed transaction. Every transaction takes the next zxid, failed ones
+    /// included, as in ZooKeeper.
+    pub fn apply(&mut self, txn: &Txn) -> Outcome {
+        self.zxid += 1;
+        let mut out = Outcome::new(self.zxid);
+        match &txn.kind {
+            TxnKind::CreateSession {
+                timeout_ms,
+                password,
+            } => self.create_session(txn.time_ms, *timeout_ms, password, &mut out),
+            TxnKind::CloseSession => self.close_session(txn.session_id, &mut out),
+            TxnKind::DeleteContainer { path } => self.delete_container(path, txn.time_ms, &mut out),
+            TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
+                out.err = ErrorCode::SESSION_EXPIRED;
+            }
+            TxnKind::Request(Request::Multi(ops)) => self.apply_multi(txn, ops, &mut out),
+            TxnKind::Request(req) => {
+                let caller = self.caller(txn);
+                let prepared = prepare(req, &caller, &mut View::new(&self.tree));
+                match prepared {
+                    Ok(change) => {
+                        let (_, body) = self.commit(change, txn.time_ms, &mut out);
+                        out.body = body;
+                    }
+                    Err(err) => out.err = err,
+                }
+            }
+        }
+        out
+    }
+
+    fn caller<'a>(&self, txn: &'a Txn) -> Caller<'a> {
+        Caller {
+            session_id: txn.session_id,
+            auth: &txn.auth,
+            ttl_enabled: self.config.ttl_enabled,
+        }
+    }
+
+    /// All or nothing: every operation is validated against the tree as the earlier ones
+    /// would leave it; only if all pass are they committed, in order. On failure the failed
+    /// operation reports its error, those before it OK and those after it
+    /// RuntimeInconsistency (`DataTree.processTxn` for multi).
+    fn apply_multi(&mut self, txn: &Txn, ops: &[Request], out: &mut Outcome) {
+        let caller = self.caller(txn);
+        let mut view = View::new(&self.tree);
+        let mut changes = Vec::with_capacity(ops.len());
+        let mut failure = None;
+        for (i, op) in ops.iter().enumerate() {
+            let prepared = if op.is_write() && !matches!(op, Request::Multi(_)) {
+                prepare(op, &caller, &mut view)
+            } else {
+                Err(ErrorCode::BAD_ARGUMENTS)
+            };
+            match prepared {
+                Ok(change) => changes.push(change),
+                Err(err) => {
+                    failure = Some((i, err));
+                    break;
+                }
+            }
+        }
+        if let Some((failed, err)) = failure {
+            let results = (0..ops.len())
+                .map(|i| match i.cmp(&failed) {
+                    std::cmp::Ordering::Less => OpResult::Error(ErrorCode::OK),
+                    std::cmp::Ordering::Equal => OpResult::Error(err),
+                    std::cmp::Ordering::Greater => {
+                        OpResult::Error(ErrorCode::RUNTIME_INCONSISTENCY)
+                    }
+                })
+                .collect();
+            out.body = Response::Multi(results);
+            return;
+        }
+        let results = changes
+            .into_iter()
+            .map(|change| {
+                let (op, response) = self.commit(change, txn.time_ms, out);
+                OpResult::Ok { op, response }
+            })
+            .collect();
+        out.body = Response::Multi(results);
+    }
+
+    /// Commits a validated change; returns the result's op type (as a multi reports it) and
+    /// the reply body.
+    fn commit(&mut self, change: Change, time: i64, out: &mut Outcome) -> (OpCode, Response) {
+        let zxid = out.zxid;
+        match change {
+            Change::Create {
+                op,
+                path,
+                data,
+                acl,
+                ephemeral_owner,
+                parent_cversion,
+            } => {
+                let (parent_path, name) = path::split_parent(&path).expect("validated path");
+                let parent = self.tree.lookup(parent_path).expect("validated parent");
+                let stat = NodeStat {
+                    czxid: zxid,
+                    mzxid: zxid,
+                    pzxid: zxid,
+                    ctime: time,
+                    mtime: time,
+                    version: 0,
+                    cversion: 0,
+                    aversion: 0,
+                    ephemeral_owner,
+                };
+                let id = self.tree.create(
+                    parent_path,
+                    parent,
+                    name,
+                    data.as_deref(),
+                    &acl,
+                    stat,
+                    parent_cversion,
+                );
+                out.triggers.push(Trigger {
+                    event: EventType::NodeCreated,
+                    path: path.clone(),
+                });
+                out.triggers.push(Trigger {
+                    event: EventType::NodeChildrenChanged,
+                    path: parent_path.to_owned(),
+                });
+                match op {
+                    OpCode::Create | OpCode::CreateIfNotExists => (op, Response::Create { path }),
+                    _ => {
+                        let stat = self.tree.node(id).wire_stat();
+                        (OpCode::Create2, Response::Create2 { path, stat })
+                    }
+                }
+            }
+            Change::Delete { op, path } => {
+                self.delete_node(&path, zxid, out);
+                (op, Response::Empty)
+            }
+            Change::SetData { path, data } => {
+                let id = self.tree.lookup(&path).expect("validated node");
+                self.tree.set_data(&path, id, data.as_deref(), zxid, time);
+                out.triggers.push(Trigger {
+                    event: EventType::NodeDataChanged,
+                    path,
+                });
+                (
+                    OpCode::SetData,
+                    Response::Stat(self.tree.node(id).wire_stat()),
+                )
+            }
+            Change::SetAcl { path, acl } => {
+                let id = self.tree.lookup(&path).expect("validated node");
+                self.tree.set_acl(&path, id, &acl);
+                (
+                    OpCode::SetAcl,
+                    Response::Stat(self.tree.node(id).wire_stat()),
+                )
+            }
+            Change::Nothing { op, path } => match op {
+                OpCode::CreateIfNotExists => (op, Response::Create { path }),
+                _ => (op, Response::Empty),
+            },
+            Change::RemoveRecursive { path } => {
+                let id = self.tree.lookup(&path).expect("validated node");
+                // Children before parents, so each delete removes a leaf.
+                let mut order = Vec::new();
+                let mut stack = vec![id];
+                while let Some(id) = stack.pop() {
+                    order.push(id);
+                    stack.extend(self.tree.node(id).child_ids().iter().copied());
+                }
+                let paths: Vec<String> = order.iter().map(|&n| self.tree.path_of(n)).collect();
+                for p in paths.iter().rev() {
+                    self.delete_node(p, zxid, out);
+                }
+                (OpCode::RemoveRecursive, Response::Empty)
+            }
+        }
+    }
+
+    /// Deletes a leaf and reports what watchers and the container sweeper need to know.
+    fn delete_node(&mut self, path: &str, zxid: i64, out: &mut Outcome) {
+        let id = self.tree.lookup(path).expect("deleted node exists");
+        let (parent_path, _) = path::split_parent(path).expect("absolute path");
+        self.tree.delete(path, id, zxid);
+        out.triggers.push(Trigger {
+            event: EventType::NodeDeleted,
+            path: path.to_owned(),
+        });
+        out.triggers.push(Trigger {
+            event: EventType::NodeChildrenChanged,
+            path: parent_path.to_owned(),
+        });
+        let parent = self
+            .tree
+            .get(parent_path)
+            .expect("parent of a deleted node");
+        if parent.kind() == NodeKind::Container && parent.num_children() == 0 {
+            out.emptied_containers.push(parent_path.to_owned());
+        }
+    }
+
+    fn create_session(&mut self, time: i64, timeout_ms: i32, password: &[u8], out: &mut Outcome) {
+        if self.next_session_id == 0 {
+            // As ZooKeeper's SessionTrackerImpl: the time in the middle bits, so ids differ
+            // across a wiped data directory, and a high byte (1) that is neither the container
+            // (0x80) nor the TTL (0xff) marker of ephemeralOwner.
+            self.next_session_id = (((time << 24) as u64 >> 8) as i64) | (1 << 56);
+        }
+        let id = self.next_session_id;
+        self.next_session_id += 1;
+        self.sessions.insert(
+            id,
+            Session {
+                timeout_ms,
+                password: password.to_vec(),
+            },
+        );
+        out.created_session = Some(id);
+    }
+
+    /// Ends a session and deletes its ephemeral nodes, in path order.
+    fn close_session(&mut self, session: i64, out: &mut Outcome) {
+        if self.sessions.remove(&session).is_none() {
+            return;
+        }
+        let mut paths: Vec<String> = self
+            .tree
+            .ephemerals_of(session)
+            .map(|id| self.tree.path_of(id))
+            .collect();
+        paths.sort();
+        for p in paths {
+            self.delete_node(&p, out.zxid, out);
+        }
+    }
+
+    /// The cleanup of an empty container or expired TTL node, re-checked at apply time so a
+    /// node that gained a child or was touched since it was proposed survives.
+    fn delete_container(&mut self, path: &str, time: i64, out: &mut Outcome) {
+        let Some(node) = self.tree.get(path) else {
+            out.err = ErrorCode::NO_NODE;
+            return;
+        };
+        if node.num_children() > 0 {
+            out.err = ErrorCode::NOT_EMPTY;
+            return;
+        }
+        let expired = match node.kind() {
+            NodeKind::Container => true,
+            NodeKind::Ttl(ttl) => time - node.stat().mtime > ttl,
+            NodeKind::Persistent | NodeKind::Ephemeral(_) => false,
+        };
+        if !expired {
+            out.err = ErrorCode::BAD_VERSION;
+            return;
+        }
+        self.delete_node(path, out.zxid, out);
+    }
+
+    /// Containers that had children and have none left (or were never used for longer than
+    /// `never_used_ms`, if non-zero), and TTL nodes without children whose TTL has passed
+    /// since their last change: what the leader should propose to delete
+    /// (`ContainerManager.getCandidates`).
+    pub fn cleanup_candidates(&self, now_ms: i64, never_used_ms: i64) -> Vec<String> {
+        let tree = &self.tree;
+        let containers = tree.containers().filter(|&id| {
+            let n = tree.node(id);
+            n.num_children() == 0
+                && (n.stat().cversion > 0
+                    || (never_used_ms != 0 && now_ms - n.stat().mtime > never_used_ms))
+        });
+        let ttls = tree.ttls().filter(|&id| {
+            let n = tree.node(id);
+            matches!(n.kind(), NodeKind::Ttl(ttl) if ttl != 0 && n.num_children() == 0 && now_ms - n.stat().mtime > ttl)
+        });
+        containers.chain(ttls).map(|id| tree.path_of(id)).collect()
+    }
+}

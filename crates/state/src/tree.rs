@@ -1,0 +1,718 @@
+//! The data tree: every znode in one arena, found by a hash index keyed on (parent, name).
+//!
+//! Memory is the point of this layout. A node is 96 bytes plus one heap block holding its name
+//! and data together; children are 4-byte indices; an ACL list shared by many nodes is stored
+//! once. Full paths are never stored: they are rebuilt from the parent chain when needed.
+//!
+//! The tree keeps a digest, a wrapping sum of one hash per node over its path, data, stat and
+//! ACL, updated on every change, so two replicas can compare whole trees in O(1).
+
+use std::collections::BTreeSet;
+
+use hashbrown::HashTable;
+use warden_proto::{Acl, Stat};
+use xxhash_rust::xxh3::{Xxh3, xxh3_64_with_seed};
+
+use crate::acl::{AclId, AclTable};
+use crate::path;
+
+/// Index of a node in the arena.
+pub type NodeId = u32;
+
+/// The root's index; it is never freed.
+pub const ROOT: NodeId = 0;
+
+/// `ephemeralOwner` of a container node (`EphemeralType.CONTAINER_EPHEMERAL_OWNER`).
+pub const CONTAINER_OWNER: i64 = i64::MIN;
+
+/// High byte of `ephemeralOwner` marking an extended type; with bits 40..56 zero it is a TTL
+/// node whose TTL is in the low 40 bits (`EphemeralType.TTL`).
+const TTL_MARK: i64 = 0xff00_0000_0000_0000_u64 as i64;
+pub const TTL_MAX_MS: i64 = (1 << 40) - 1;
+
+/// The `ephemeralOwner` ZooKeeper stores for a TTL node.
+pub fn ttl_owner(ttl_ms: i64) -> i64 {
+    TTL_MARK | ttl_ms
+}
+
+/// What kind of node an `ephemeralOwner` value denotes (`EphemeralType.get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Persistent,
+    Ephemeral(i64),
+    Container,
+    Ttl(i64),
+}
+
+impl NodeKind {
+    pub fn of_owner(owner: i64) -> NodeKind {
+        if owner == 0 {
+            NodeKind::Persistent
+        } else if owner == CONTAINER_OWNER {
+            NodeKind::Container
+        } else if owner & TTL_MARK == TTL_MARK && (owner >> 40) & 0xffff == 0 {
+            NodeKind::Ttl(owner & TTL_MAX_MS)
+        } else {
+            NodeKind::Ephemeral(owner)
+        }
+    }
+}
+
+/// A node's stored metadata; numChildren and dataLength are derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeStat {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub pzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub ephemeral_owner: i64,
+}
+
+/// The high bit of `name_len` marks null data (distinct from empty data on the wire).
+const NULL_DATA: u32 = 1 << 31;
+
+/// One znode. The stat fields are kept flat rather than as a [`NodeStat`] so that the three
+/// u32s below share its 8-byte alignment padding: 96 bytes instead of 104.
+#[derive(Debug, Clone)]
+struct Node {
+    /// The node's name followed by its data, in one allocation.
+    bytes: Box<[u8]>,
+    children: Option<Box<Vec<NodeId>>>,
+    czxid: i64,
+    mzxid: i64,
+    pzxid: i64,
+    ctime: i64,
+    mtime: i64,
+    ephemeral_owner: i64,
+    version: i32,
+    cversion: i32,
+    aversion: i32,
+    name_len: u32,
+    parent: NodeId,
+    acl: AclId,
+}
+
+impl Node {
+    fn new(name: &str, data: Option<&[u8]>, parent: NodeId, acl: AclId, s: NodeStat) -> Node {
+        let (bytes, name_len) = pack(name, data);
+        Node {
+            bytes,
+            children: None,
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            pzxid: s.pzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            ephemeral_owner: s.ephemeral_owner,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            name_len,
+            parent,
+            acl,
+        }
+    }
+
+    fn stat(&self) -> NodeStat {
+        NodeStat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            pzxid: self.pzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            version: self.version,
+            cversion: self.cversion,
+            aversion: self.aversion,
+            ephemeral_owner: self.ephemeral_owner,
+        }
+    }
+
+    fn name_len(&self) -> usize {
+        (self.name_len & !NULL_DATA) as usize
+    }
+
+    fn name(&self) -> &str {
+        // Names are only ever built from `&str`, at a char boundary.
+        std::str::from_utf8(&self.bytes[..self.name_len()]).expect("node names are UTF-8")
+    }
+
+    fn data(&self) -> Option<&[u8]> {
+        (self.name_len & NULL_DATA == 0).then(|| &self.bytes[self.name_len()..])
+    }
+
+    fn children(&self) -> &[NodeId] {
+        self.children.as_deref().map_or(&[], |c| c.as_slice())
+    }
+
+    fn is_free(&self) -> bool {
+        self.parent == NodeId::MAX
+    }
+}
+
+fn pack(name: &str, data: Option<&[u8]>) -> (Box<[u8]>, u32) {
+    let mut bytes = Vec::with_capacity(name.len() + data.map_or(0, <[u8]>::len));
+    bytes.extend_from_slice(name.as_bytes());
+    if let Some(d) = data {
+        bytes.extend_from_slice(d);
+    }
+    let len = u32::try_from(name.len())
+        .ok()
+        .filter(|n| n & NULL_DATA == 0)
+        .expect("names are bounded by the frame size");
+    (
+        bytes.into_boxed_slice(),
+        len | if data.is_none() { NULL_DATA } else { 0 },
+    )
+}
+
+/// A read-only view of one node.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    tree: &'a DataTree,
+    id: NodeId,
+    node: &'a Node,
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn name(&self) -> &'a str {
+        self.node.name()
+    }
+
+    pub fn data(&self) -> Option<&'a [u8]> {
+        self.node.data()
+    }
+
+    pub fn stat(&self) -> NodeStat {
+        self.node.stat()
+    }
+
+    pub fn kind(&self) -> NodeKind {
+        NodeKind::of_owner(self.node.ephemeral_owner)
+    }
+
+    pub fn num_children(&self) -> usize {
+        self.node.children().len()
+    }
+
+    pub fn acl(&self) -> &'a [Acl] {
+        self.tree.acls.get(self.node.acl)
+    }
+
+    pub fn acl_id(&self) -> AclId {
+        self.node.acl
+    }
+
+    pub fn parent(&self) -> Option<NodeId> {
+        (self.id != ROOT).then_some(self.node.parent)
+    }
+
+    pub fn child_ids(&self) -> &'a [NodeId] {
+        self.node.children()
+    }
+
+    pub fn children(&self) -> impl Iterator<Item = NodeRef<'a>> + 'a {
+        let tree = self.tree;
+        self.node.children().iter().map(move |&c| tree.node(c))
+    }
+
+    /// The wire Stat, with ZooKeeper's derived fields.
+    pub fn wire_stat(&self) -> Stat {
+        let s = self.node.stat();
+        Stat {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: s.ephemeral_owner,
+            data_length: self.data().map_or(0, |d| d.len() as i32),
+            num_children: self.num_children() as i32,
+            pzxid: s.pzxid,
+        }
+    }
+}
+
+/// The ZooKeeper data tree.
+#[derive(Clone)]
+pub struct DataTree {
+    nodes: Vec<Node>,
+    free: Vec<NodeId>,
+    index: HashTable<NodeId>,
+    acls: AclTable,
+    /// Ephemeral nodes by owning session.
+    ephemerals: hashbrown::HashMap<i64, BTreeSet<NodeId>>,
+    containers: BTreeSet<NodeId>,
+    ttls: BTreeSet<NodeId>,
+    digest: u64,
+    live: usize,
+}
+
+fn child_hash(parent: NodeId, name: &str) -> u64 {
+    xxh3_64_with_seed(name.as_bytes(), u64::from(parent))
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        DataTree::new()
+    }
+}
+
+impl DataTree {
+    /// A tree holding only the root, with an empty data and a zero stat as ZooKeeper's.
+    pub fn new() -> Self {
+        let mut acls = AclTable::default();
+        let acl = acls.acquire(&Acl::open());
+        let mut tree = DataTree {
+            nodes: vec![Node::new("", Some(b""), ROOT, acl, NodeStat::default())],
+            free: Vec::new(),
+            index: HashTable::new(),
+            acls,
+            ephemerals: Default::default(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            digest: 0,
+            live: 1,
+        };
+        tree.digest = tree.node_hash("/", ROOT);
+        tree
+    }
+
+    /// Number of live nodes, root included.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    pub fn acl_table(&self) -> &AclTable {
+        &self.acls
+    }
+
+    pub fn node(&self, id: NodeId) -> NodeRef<'_> {
+        let node = &self.nodes[id as usize];
+        assert!(!node.is_free(), "node {id} is live");
+        NodeRef {
+            tree: self,
+            id,
+            node,
+        }
+    }
+
+    pub fn root(&self) -> NodeRef<'_> {
+        self.node(ROOT)
+    }
+
+    pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
+        let nodes = &self.nodes;
+        self.index
+            .find(child_hash(parent, name), |&c| {
+                let n = &nodes[c as usize];
+                n.parent == parent && n.name() == name
+            })
+            .copied()
+    }
+
+    /// Finds the node at `path`; any path that is not absolute and well formed finds nothing.
+    pub fn lookup(&self, path: &str) -> Option<NodeId> {
+        let mut id = ROOT;
+        for name in path::names(path)? {
+            id = self.child(id, name)?;
+        }
+        Some(id)
+    }
+
+    pub fn get(&self, path: &str) -> Option<NodeRef<'_>> {
+        self.lookup(path).map(|id| self.node(id))
+    }
+
+    /// Rebuilds a node's full path from its parent chain.
+    pub fn path_of(&self, id: NodeId) -> String {
+        let mut names = Vec::new();
+        let mut at = id;
+        while at != ROOT {
+            let n = &self.nodes[at as usize];
+            names.push(n.name());
+            at = n.parent;
+        }
+        if names.is_empty() {
+            return "/".to_owned();
+        }
+        let mut out = String::new();
+        for name in names.iter().rev() {
+            out.push('/');
+            out.push_str(name);
+        }
+        out
+    }
+
+    /// Ephemeral nodes owned by `session`, in node order.
+    pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = NodeId> + '_ {
+        self.ephemerals.get(&session).into_iter().flatten().copied()
+    }
+
+    pub fn containers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.containers.iter().copied()
+    }
+
+    pub fn ttls(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.ttls.iter().copied()
+    }
+
+    fn node_hash(&self, path: &str, id: NodeId) -> u64 {
+        let n = &self.nodes[id as usize];
+        let s = n.stat();
+        let mut h = Xxh3::new();
+        h.update(path.as_bytes());
+        h.update(&[u8::from(n.data().is_some())]);
+        h.update(n.data().unwrap_or_default());
+        for v in [
+            s.czxid,
+            s.mzxid,
+            s.pzxid,
+            s.ctime,
+            s.mtime,
+            s.ephemeral_owner,
+        ] {
+            h.update(&v.to_le_bytes());
+        }
+        for v in [s.version, s.cversion, s.aversion] {
+            h.update(&v.to_le_bytes());
+        }
+        for a in self.acls.get(n.acl).iter() {
+            h.update(&a.perms.to_le_bytes());
+            h.update(a.id.scheme.as_bytes());
+            h.update(&[0]);
+            h.update(a.id.id.as_bytes());
+            h.update(&[0]);
+        }
+        h.digest()
+    }
+
+    /// Applies `change` to node `id` at `path`, keeping the digest in step.
+    fn modify(&mut self, path: &str, id: NodeId, change: impl FnOnce(&mut Self, NodeId)) {
+        self.digest = self.digest.wrapping_sub(self.node_hash(path, id));
+        change(self, id);
+        self.digest = self.digest.wrapping_add(self.node_hash(path, id));
+    }
+
+    /// Adds a child named `name` under `parent` (whose path is `parent_path`). The caller has
+    /// checked that it does not exist. The parent's cversion becomes `parent_cversion` and its
+    /// pzxid the new node's czxid, as in ZooKeeper's `DataTree.createNode`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
+        &mut self,
+        parent_path: &str,
+        parent: NodeId,
+        name: &str,
+        data: Option<&[u8]>,
+        acl: &[Acl],
+        stat: NodeStat,
+        parent_cversion: i32,
+    ) -> NodeId {
+        let acl = self.acls.acquire(acl);
+        let id = self.attach(parent_path, parent, name, data, acl, stat);
+        self.modify(parent_path, parent, |t, p| {
+            let pn = &mut t.nodes[p as usize];
+            pn.cversion = parent_cversion;
+            pn.pzxid = stat.czxid;
+        });
+        id
+    }
+
+    /// Puts a node in the arena, the index, its parent's children and the kind sets, and
+    /// adds it to the digest; the parent's stat is left alone.
+    fn attach(
+        &mut self,
+        parent_path: &str,
+        parent: NodeId,
+        name: &str,
+        data: Option<&[u8]>,
+        acl: AclId,
+        stat: NodeStat,
+    ) -> NodeId {
+        assert!(
+            self.child(parent, name).is_none(),
+            "create of an existing node"
+        );
+        let node = Node::new(name, data, parent, acl, stat);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                let id = NodeId::try_from(self.nodes.len())
+                    .ok()
+                    .filter(|id| *id != NodeId::MAX)
+                    .expect("fewer than 2^32 - 1 znodes");
+                self.nodes.push(node);
+                id
+            }
+        };
+        let nodes = &self.nodes;
+        self.index
+            .insert_unique(child_hash(parent, name), id, |&c| {
+                let n = &nodes[c as usize];
+                child_hash(n.parent, n.name())
+            });
+        self.live += 1;
+        match NodeKind::of_owner(stat.ephemeral_owner) {
+            NodeKind::Ephemeral(owner) => {
+                self.ephemerals.entry(owner).or_default().insert(id);
+            }
+            NodeKind::Container => {
+                self.containers.insert(id);
+            }
+            NodeKind::Ttl(_) => {
+                self.ttls.insert(id);
+            }
+            NodeKind::Persistent => {}
+        }
+        self.nodes[parent as usize]
+            .children
+            .get_or_insert_with(Default::default)
+            .push(id);
+        let child_path = path::join(parent_path, name);
+        self.digest = self.digest.wrapping_add(self.node_hash(&child_path, id));
+        id
+    }
+
+    /// Restores a node read from a snapshot under an already restored parent, stat as saved.
+    pub(crate) fn restore_child(
+        &mut self,
+        parent_path: &str,
+        parent: NodeId,
+        name: &str,
+        data: Option<&[u8]>,
+        acl: AclId,
+        stat: NodeStat,
+    ) -> NodeId {
+        self.acls.add_ref(acl);
+        self.attach(parent_path, parent, name, data, acl, stat)
+    }
+
+    /// An empty tree whose root is as saved, with the snapshot's ACL lists interned in order.
+    pub(crate) fn restored(
+        acls: AclTable,
+        root_data: Option<&[u8]>,
+        root_acl: AclId,
+        root_stat: NodeStat,
+    ) -> Self {
+        let mut acls = acls;
+        acls.add_ref(root_acl);
+        let mut tree = DataTree {
+            nodes: vec![Node::new("", root_data, ROOT, root_acl, root_stat)],
+            free: Vec::new(),
+            index: HashTable::new(),
+            acls,
+            ephemerals: Default::default(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            digest: 0,
+            live: 1,
+        };
+        tree.digest = tree.node_hash("/", ROOT);
+        tree
+    }
+
+    /// Removes the childless node `id` at `path`; the parent's pzxid becomes `zxid`
+    /// (`DataTree.deleteNode`: a delete does not change the parent's cversion).
+    pub fn delete(&mut self, path: &str, id: NodeId, zxid: i64) {
+        assert_ne!(id, ROOT, "the root is never deleted");
+        assert_eq!(
+            self.node(id).num_children(),
+            0,
+            "delete of a node with children"
+        );
+        let (parent_path, _) = path::split_parent(path).expect("absolute path");
+        self.digest = self.digest.wrapping_sub(self.node_hash(path, id));
+        let parent = self.nodes[id as usize].parent;
+        self.modify(parent_path, parent, |t, p| {
+            let pn = &mut t.nodes[p as usize];
+            let children = pn.children.as_mut().expect("parent lists its child");
+            let at = children
+                .iter()
+                .position(|&c| c == id)
+                .expect("parent lists its child");
+            children.remove(at);
+            if children.is_empty() {
+                pn.children = None;
+            }
+            pn.pzxid = pn.pzxid.max(zxid);
+        });
+        let hash = child_hash(parent, self.nodes[id as usize].name());
+        self.index
+            .find_entry(hash, |&c| c == id)
+            .expect("indexed node")
+            .remove();
+        let node = std::mem::replace(
+            &mut self.nodes[id as usize],
+            Node::new("", Some(b""), NodeId::MAX, 0, NodeStat::default()),
+        );
+        self.acls.release(node.acl);
+        match NodeKind::of_owner(node.ephemeral_owner) {
+            NodeKind::Ephemeral(owner) => {
+                if let Some(set) = self.ephemerals.get_mut(&owner) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&owner);
+                    }
+                }
+            }
+            NodeKind::Container => {
+                self.containers.remove(&id);
+            }
+            NodeKind::Ttl(_) => {
+                self.ttls.remove(&id);
+            }
+            NodeKind::Persistent => {}
+        }
+        self.free.push(id);
+        self.live -= 1;
+    }
+
+    /// Replaces a node's data and bumps what setData bumps.
+    pub fn set_data(&mut self, path: &str, id: NodeId, data: Option<&[u8]>, zxid: i64, time: i64) {
+        self.modify(path, id, |t, id| {
+            let n = &mut t.nodes[id as usize];
+            let (bytes, name_len) = pack(n.name(), data);
+            n.bytes = bytes;
+            n.name_len = name_len;
+            n.version = n.version.wrapping_add(1);
+            n.mzxid = zxid;
+            n.mtime = time;
+        });
+    }
+
+    /// Replaces a node's ACL and bumps its aversion.
+    pub fn set_acl(&mut self, path: &str, id: NodeId, acl: &[Acl]) {
+        self.modify(path, id, |t, id| {
+            let new = t.acls.acquire(acl);
+            let n = &mut t.nodes[id as usize];
+            let old = std::mem::replace(&mut n.acl, new);
+            n.aversion = n.aversion.wrapping_add(1);
+            t.acls.release(old);
+        });
+    }
+
+    /// Sets a system node's data without touching its stat (used at start-up only).
+    pub fn put_system_data(&mut self, path: &str, data: &[u8]) {
+        let id = self.lookup(path).expect("system node exists");
+        self.modify(path, id, |t, id| {
+            let n = &mut t.nodes[id as usize];
+            let (bytes, name_len) = pack(n.name(), Some(data));
+            n.bytes = bytes;
+            n.name_len = name_len;
+        });
+    }
+
+    /// Heap and arena bytes this tree holds, for memory accounting (an estimate of what the
+    /// allocator hands out, without its per-block overhead).
+    pub fn approximate_bytes(&self) -> usize {
+        let arena = self.nodes.capacity() * std::mem::size_of::<Node>();
+        let index = self.index.capacity() * (std::mem::size_of::<NodeId>() + 1);
+        let heap: usize = self
+            .nodes
+            .iter()
+            .map(|n| {
+                n.bytes.len()
+                    + n.children
+                        .as_ref()
+                        .map_or(0, |c| std::mem::size_of::<Vec<NodeId>>() + c.capacity() * 4)
+            })
+            .sum();
+        arena + index + heap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(zxid: i64) -> NodeStat {
+        NodeStat {
+            czxid: zxid,
+            mzxid: zxid,
+            pzxid: zxid,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn node_is_96_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 96);
+    }
+
+    #[test]
+    fn create_lookup_delete() {
+        let mut t = DataTree::new();
+        let a = t.create("/", ROOT, "a", Some(b"x"), &Acl::open(), stat(1), 1);
+        let b = t.create("/a", a, "b", None, &Acl::open(), stat(2), 1);
+        assert_eq!(t.lookup("/a/b"), Some(b));
+        assert_eq!(t.path_of(b), "/a/b");
+        assert_eq!(t.node(b).data(), None);
+        assert_eq!(t.node(a).data(), Some(&b"x"[..]));
+        assert_eq!(t.node(a).wire_stat().num_children, 1);
+        assert_eq!(t.node(a).stat().pzxid, 2);
+        assert_eq!(t.lookup("/a/c"), None);
+        assert_eq!(t.lookup("a"), None);
+        t.delete("/a/b", b, 3);
+        assert_eq!(t.lookup("/a/b"), None);
+        assert_eq!(t.node(a).stat().pzxid, 3);
+        assert_eq!(t.node(a).stat().cversion, 1);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn digest_depends_on_content_not_history() {
+        let mut t1 = DataTree::new();
+        let empty = t1.digest();
+        let a = t1.create("/", ROOT, "a", Some(b"x"), &Acl::open(), stat(1), 1);
+        assert_ne!(t1.digest(), empty);
+        t1.set_data("/a", a, Some(b"y"), 2, 0);
+        let after_set = t1.digest();
+        t1.set_data("/a", a, Some(b"z"), 2, 0);
+        assert_ne!(t1.digest(), after_set);
+        let mut t2 = t1.clone();
+        t2.set_acl("/a", a, &Acl::read_only());
+        assert_ne!(t1.digest(), t2.digest());
+    }
+
+    #[test]
+    fn freed_slots_are_reused() {
+        let mut t = DataTree::new();
+        let a = t.create("/", ROOT, "a", None, &Acl::open(), stat(1), 1);
+        t.delete("/a", a, 2);
+        let b = t.create("/", ROOT, "b", None, &Acl::open(), stat(3), 2);
+        assert_eq!(a, b);
+        assert_eq!(t.lookup("/a"), None);
+        assert_eq!(t.lookup("/b"), Some(b));
+    }
+
+    #[test]
+    fn ttl_and_container_owners_decode() {
+        assert_eq!(NodeKind::of_owner(0), NodeKind::Persistent);
+        assert_eq!(NodeKind::of_owner(CONTAINER_OWNER), NodeKind::Container);
+        assert_eq!(NodeKind::of_owner(ttl_owner(5000)), NodeKind::Ttl(5000));
+        assert_eq!(
+            NodeKind::of_owner(0x0100_0000_0000_0001),
+            NodeKind::Ephemeral(0x0100_0000_0000_0001)
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! What the state machine consumes and what it answers.
+
+use warden_proto::{ErrorCode, EventType, Id, Request, Response};
+
+/// One replicated transaction. Everything `apply` needs arrives inside it: the session, the
+/// identities the connection authenticated as, and the time, stamped by the leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub session_id: i64,
+    /// Milliseconds since the Unix epoch, as ZooKeeper's ctime/mtime.
+    pub time_ms: i64,
+    /// The connection's identities (ip, digest, super), checked against ACLs.
+    pub auth: Vec<Id>,
+    pub kind: TxnKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnKind {
+    /// A new session; the state machine assigns its id.
+    CreateSession { timeout_ms: i32, password: Vec<u8> },
+    /// A client's closeSession or the leader's expiry of a silent session.
+    CloseSession,
+    /// A client's write request (create, delete, setData, setACL, multi, check, ...).
+    Request(Request),
+    /// The leader's cleanup of an empty container or an expired TTL node.
+    DeleteContainer { path: String },
+}
+
+/// A change a client may be watching: the event type and the path it happened at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Trigger {
+    pub event: EventType,
+    pub path: String,
+}
+
+/// The answer to one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The zxid this transaction was given.
+    pub zxid: i64,
+    /// The reply header's error code; the body is only sent when it is OK, or for a multi.
+    pub err: ErrorCode,
+    pub body: Response,
+    /// The id given to a new session.
+    pub created_session: Option<i64>,
+    /// Changes watchers may be told of, in the order they happened.
+    pub triggers: Vec<Trigger>,
+    /// Container nodes whose last child went in this transaction: cleanup candidates.
+    pub emptied_containers: Vec<String>,
+}
+
+impl Outcome {
+    pub(crate) fn new(zxid: i64) -> Self {
+        Outcome {
+            zxid,
+            err: ErrorCode::OK,
+            body: Response::Empty,
+            created_session: None,
+            triggers: Vec::new(),
+            emptied_containers: Vec::new(),
+        }
+    }
+}
