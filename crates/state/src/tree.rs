@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use hashbrown::HashTable;
+use thin_vec::ThinVec;
 use warden_proto::{Acl, Stat};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64_with_seed};
 
@@ -81,7 +82,8 @@ const NULL_DATA: u32 = 1 << 31;
 struct Node {
     /// The node's name followed by its data, in one allocation.
     bytes: Box<[u8]>,
-    children: Option<Box<Vec<NodeId>>>,
+    /// Eight bytes, and no allocation, for the leaves that most nodes are.
+    children: ThinVec<NodeId>,
     czxid: i64,
     mzxid: i64,
     pzxid: i64,
@@ -101,7 +103,7 @@ impl Node {
         let (bytes, name_len) = pack(name, data);
         Node {
             bytes,
-            children: None,
+            children: ThinVec::new(),
             czxid: s.czxid,
             mzxid: s.mzxid,
             pzxid: s.pzxid,
@@ -145,7 +147,7 @@ impl Node {
     }
 
     fn children(&self) -> &[NodeId] {
-        self.children.as_deref().map_or(&[], |c| c.as_slice())
+        &self.children
     }
 
     fn is_free(&self) -> bool {
@@ -484,10 +486,7 @@ impl DataTree {
             }
             NodeKind::Persistent => {}
         }
-        self.nodes[parent as usize]
-            .children
-            .get_or_insert_with(Default::default)
-            .push(id);
+        self.nodes[parent as usize].children.push(id);
         let child_path = path::join(parent_path, name);
         self.digest = self.digest.wrapping_add(self.node_hash(&child_path, id));
         id
@@ -545,14 +544,14 @@ impl DataTree {
         let parent = self.nodes[id as usize].parent;
         self.modify(parent_path, parent, |t, p| {
             let pn = &mut t.nodes[p as usize];
-            let children = pn.children.as_mut().expect("parent lists its child");
-            let at = children
+            let at = pn
+                .children
                 .iter()
                 .position(|&c| c == id)
                 .expect("parent lists its child");
-            children.remove(at);
-            if children.is_empty() {
-                pn.children = None;
+            pn.children.remove(at);
+            if pn.children.is_empty() {
+                pn.children = ThinVec::new();
             }
             pn.pzxid = pn.pzxid.max(zxid);
         });
@@ -632,9 +631,11 @@ impl DataTree {
             .iter()
             .map(|n| {
                 n.bytes.len()
-                    + n.children
-                        .as_ref()
-                        .map_or(0, |c| std::mem::size_of::<Vec<NodeId>>() + c.capacity() * 4)
+                    + if n.children.capacity() == 0 {
+                        0
+                    } else {
+                        16 + n.children.capacity() * 4
+                    }
             })
             .sum();
         arena + index + heap
