@@ -206,6 +206,12 @@ pub fn prepare(
     }
 }
 
+/// Java's `%010d`: zero-padded to ten characters, the sign counted, so the parent's counter
+/// after its signed 32-bit wrap gives "-2147483648".
+pub fn sequence_suffix(counter: i32) -> String {
+    format!("{counter:010}")
+}
+
 fn validate_ttl(mode: CreateMode, ttl: i64) -> Result<(), ErrorCode> {
     let ok = if mode.is_ttl() {
         (1..=tree::TTL_MAX_MS).contains(&ttl)
@@ -241,9 +247,7 @@ fn create(
     check_acl(&parent, acl::CREATE, caller)?;
     let mut path = r.path.clone();
     if mode.is_sequential() {
-        // Java's %010d: zero-padded to ten characters, sign included, so a wrapped counter
-        // gives "-000000001".
-        path.push_str(&format!("{:010}", parent.cversion));
+        path.push_str(&sequence_suffix(parent.cversion));
     }
     valid(&path)?;
     if view.get(&path).is_some() {
@@ -402,4 +406,22 @@ fn remove_recursive(
     Ok(Change::RemoveRecursive {
         path: r.path.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Programmer's Guide, "Sequence Nodes -- Unique Naming": "The sequence number is a 10
+    /// digits number with leading zeros... the counter used to store the next sequence number is
+    /// a signed int (4bytes) maintained by the parent node, the counter will overflow when
+    /// incremented beyond 2147483647 (resulting in a name "<path>-2147483648")."
+    #[test]
+    fn sequence_suffix_matches_java_format() {
+        assert_eq!(sequence_suffix(0), "0000000000");
+        assert_eq!(sequence_suffix(42), "0000000042");
+        assert_eq!(sequence_suffix(i32::MAX), "2147483647");
+        assert_eq!(sequence_suffix(i32::MAX.wrapping_add(1)), "-2147483648");
+        assert_eq!(sequence_suffix(-1), "-000000001");
+    }
 }
