@@ -84,14 +84,12 @@ fn applying_after_a_reload_matches_applying_without_one() {
     let mut b = snapshot::decode(&snapshot::encode(&a)).unwrap();
     for state in [&mut a, &mut b] {
         let session = state.sessions().next().unwrap().0;
-        for kind in [TxnKind::CloseSession] {
-            state.apply(&Txn {
-                session_id: session,
-                time_ms: 1,
-                auth: vec![],
-                kind,
-            });
-        }
+        state.apply(&Txn {
+            session_id: session,
+            time_ms: 1,
+            auth: vec![],
+            kind: TxnKind::CloseSession,
+        });
     }
     assert_eq!(a.digest(), b.digest());
     assert_eq!(a.last_zxid(), b.last_zxid());
