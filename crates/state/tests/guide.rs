@@ -305,7 +305,7 @@ fn acl_permissions() {
     }];
     h.write(s, create_with_acl("/locked", only_bob));
     let anon: &[Id] = &[Id::new("ip", "127.0.0.1")];
-    let as_bob = &[bob.clone()];
+    let as_bob = std::slice::from_ref(&bob);
     assert_eq!(
         h.state.read(s, anon, &get("/locked")).err,
         ErrorCode::NO_AUTH
@@ -372,15 +372,19 @@ fn auth_scheme_needs_an_authenticated_identity() {
     );
     let me = Id::new("digest", digest("me:pw"));
     assert_eq!(
-        h.write_as(s, &[me.clone()], create_with_acl("/x", auth_acl))
-            .err,
+        h.write_as(
+            s,
+            std::slice::from_ref(&me),
+            create_with_acl("/x", auth_acl)
+        )
+        .err,
         ErrorCode::OK
     );
     let acl = match h
         .state
         .read(
             s,
-            &[me.clone()],
+            std::slice::from_ref(&me),
             &Request::GetAcl(PathRequest { path: "/x".into() }),
         )
         .body

@@ -1,0 +1,338 @@
+//! A run from start to end: connect, make the tree, warm up, measure, report, clean up.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use tokio::task::JoinSet;
+use zookeeper_client as zk;
+
+use super::process::{Meter, Process};
+use super::report::{Report, RunFacts, StoppedBy};
+use super::session::{Control, Session, SessionEnd, error_code};
+use super::tree::{self, Paths};
+use super::workload::Workload;
+
+/// How long a session may take to be established.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECTS_AT_ONCE: usize = 32;
+/// How long closing the sessions may take after the run.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Locks the sessions' counts are spread over.
+const STATS_SHARDS: usize = 16;
+
+/// When the counted part of a run ends.
+#[derive(Clone, Copy, Debug)]
+pub enum StopRule {
+    Duration(Duration),
+    Requests(u64),
+    /// When every znode of a [load] workload has been created.
+    LoadComplete,
+}
+
+/// A run's settings, checked.
+#[derive(Debug)]
+pub struct Settings {
+    pub servers: Vec<String>,
+    pub sessions: u32,
+    pub pipeline: u32,
+    pub stop: StopRule,
+    pub warmup: Duration,
+    /// The hard time limit: nothing of the run goes on past it.
+    pub deadline: Instant,
+    pub root: String,
+    pub pids: Vec<u32>,
+    pub progress: Option<Duration>,
+    pub session_timeout: Duration,
+    pub seed: u64,
+}
+
+/// A measured run whose tree is still on the server.
+pub struct Finished {
+    pub report: Report,
+    admin: zk::Client,
+    paths: Paths,
+    deadline: Instant,
+}
+
+impl Finished {
+    /// Removes the run's znodes unless told to keep them (returning how many there were), and
+    /// closes the last session.
+    pub async fn finish(self, keep: bool) -> anyhow::Result<Option<u64>> {
+        let removed = if keep {
+            None
+        } else {
+            let removing = tree::remove(&self.admin, self.paths.root());
+            let cleanup = format!("cleanup of {}", self.paths.root());
+            Some(within(self.deadline, &cleanup, removing).await?)
+        };
+        let watcher = self.admin.state_watcher();
+        drop(self.admin);
+        close_watched(vec![watcher]).await;
+        Ok(removed)
+    }
+}
+
+pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finished> {
+    let started_at_unix = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let deadline = settings.deadline;
+    // Refuse a wrong --pid before spending any time on the run.
+    for pid in &settings.pids {
+        Process::pid(*pid).with_context(|| format!("--pid {pid}"))?;
+    }
+    let paths = Arc::new(Paths::new(&settings.root)?);
+    let workload = Arc::new(workload);
+    let admin = connect(&settings.servers[0], settings.session_timeout).await?;
+    let mut rng = fastrand::Rng::with_seed(settings.seed);
+    let leftover = within(
+        deadline,
+        "setup",
+        tree::prepare(&admin, &paths, &workload, settings.sessions, &mut rng),
+    )
+    .await?;
+    if leftover > 0 {
+        eprintln!(
+            "warden bench: removed {leftover} znodes an earlier run left under {}",
+            paths.root()
+        );
+    }
+    let clients = within(deadline, "connecting the sessions", connect_all(&settings)).await?;
+
+    let measure_from = Instant::now() + settings.warmup;
+    let (issue_until, requests) = match settings.stop {
+        StopRule::Duration(duration) => (Some(measure_from + duration), None),
+        StopRule::Requests(requests) => (None, Some(requests)),
+        StopRule::LoadComplete => (None, None),
+    };
+    let control = Arc::new(Control::new(
+        measure_from,
+        issue_until,
+        requests,
+        STATS_SHARDS,
+    ));
+    let mut state_watchers = Vec::with_capacity(clients.len());
+    let mut tasks = JoinSet::new();
+    for (id, client) in (0u32..).zip(clients) {
+        state_watchers.push(client.state_watcher());
+        let seed = settings.seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let session = Session::new(
+            id,
+            settings.sessions,
+            Arc::new(client),
+            workload.clone(),
+            paths.clone(),
+            control.clone(),
+            settings.pipeline,
+            seed,
+        );
+        tasks.spawn(session.run());
+    }
+    let progress = settings
+        .progress
+        .map(|every| tokio::spawn(show_progress(control.clone(), every)));
+
+    tokio::time::sleep_until(measure_from.min(deadline).into()).await;
+    let meters = settings
+        .pids
+        .iter()
+        .map(|pid| Meter::start(*pid))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let peak_followers: Vec<_> = meters.iter().map(Meter::follow_peak).collect();
+    let this = Process::this()?;
+    let client_cpu_start = this.sample()?.cpu;
+
+    let (ends, timed_out, interrupted) = wait_for_sessions(&mut tasks, &control, deadline).await?;
+    let now = Instant::now();
+    if let Some(progress) = progress {
+        progress.abort();
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+    }
+    for follower in peak_followers {
+        follower.abort();
+    }
+    let servers_usage = meters
+        .into_iter()
+        .map(Meter::finish)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let client_cpu_seconds = this
+        .sample()?
+        .cpu
+        .saturating_sub(client_cpu_start)
+        .as_secs_f64();
+
+    let last_counted = ends.iter().filter_map(|end| end.last_counted).max();
+    let measured_end = if timed_out {
+        now
+    } else {
+        // A duration's window lasts its full length even if answers stopped coming early.
+        let floor = issue_until.map_or(measure_from, |until| until.min(now));
+        last_counted.unwrap_or(measure_from).max(floor)
+    };
+    let sessions_ended_early: Vec<String> = ends
+        .iter()
+        .filter_map(|end| end.ended_early.clone())
+        .collect();
+    let stopped_by = if timed_out {
+        StoppedBy::TimeLimit
+    } else if interrupted {
+        StoppedBy::Interrupted
+    } else if !sessions_ended_early.is_empty() && sessions_ended_early.len() == ends.len() {
+        StoppedBy::SessionsEnded
+    } else {
+        match settings.stop {
+            StopRule::Duration(_) => StoppedBy::Duration,
+            StopRule::Requests(_) => StoppedBy::Requests,
+            StopRule::LoadComplete => StoppedBy::LoadComplete,
+        }
+    };
+    let facts = RunFacts {
+        started_at_unix,
+        seed: settings.seed,
+        workload: workload.name.clone(),
+        description: workload.description.clone(),
+        servers: settings.servers.clone(),
+        sessions: settings.sessions,
+        pipeline: settings.pipeline,
+        warmup_seconds: settings.warmup.as_secs_f64(),
+        measured_seconds: measured_end
+            .saturating_duration_since(measure_from)
+            .as_secs_f64(),
+        stopped_by,
+        sessions_ended_early,
+        servers_usage,
+        client_cpu_seconds,
+    };
+    let report = Report::new(facts, &control.stats());
+
+    // The sessions' tasks are over, so their clients are dropped and closing.
+    close_watched(state_watchers).await;
+    Ok(Finished {
+        report,
+        admin,
+        paths: Paths::clone(&paths),
+        deadline,
+    })
+}
+
+/// Waits until every session has finished, the deadline passes (the sessions are then
+/// aborted), or Ctrl-C (the sessions then stop sending and finish what is outstanding).
+/// Returns the sessions' ends, whether the deadline passed and whether Ctrl-C came.
+async fn wait_for_sessions(
+    tasks: &mut JoinSet<SessionEnd>,
+    control: &Control,
+    deadline: Instant,
+) -> anyhow::Result<(Vec<SessionEnd>, bool, bool)> {
+    let mut ends = Vec::with_capacity(tasks.len());
+    let mut interrupted = false;
+    let timed_out = loop {
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                Some(end) => ends.push(end.context("a session's task failed")?),
+                None => break false,
+            },
+            _ = tokio::time::sleep_until(deadline.into()) => break true,
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                control.stop();
+                eprintln!("\nwarden bench: interrupted; waiting for outstanding requests");
+            },
+        }
+    };
+    if timed_out {
+        eprintln!("\nwarden bench: time limit reached; abandoning outstanding requests");
+        control.stop();
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+    Ok((ends, timed_out, interrupted))
+}
+
+/// Waits a little for sessions whose clients are all dropped to close, so that the server sees
+/// closeSession rather than sessions that expire later.
+async fn close_watched(watchers: Vec<zk::StateWatcher>) {
+    let closing = futures::future::join_all(
+        watchers
+            .into_iter()
+            .map(|mut watcher| async move { while !watcher.changed().await.is_terminated() {} }),
+    );
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, closing).await;
+}
+
+async fn within<T>(
+    deadline: Instant,
+    what: &str,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout_at(deadline.into(), work).await {
+        Ok(result) => result,
+        Err(_) => bail!("{what} did not finish within the time limit"),
+    }
+}
+
+async fn connect(server: &str, session_timeout: Duration) -> anyhow::Result<zk::Client> {
+    let connecting = zk::Client::connector()
+        .with_session_timeout(session_timeout)
+        .with_fail_eagerly()
+        .connect(server);
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(error)) => {
+            bail!(
+                "cannot open a session on {server}: {} (is a server listening there?)",
+                error_code(&error)
+            )
+        }
+        Err(_) => bail!(
+            "cannot open a session on {server}: no answer within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// One session per `--sessions`, spread over the servers in turn.
+async fn connect_all(settings: &Settings) -> anyhow::Result<Vec<zk::Client>> {
+    let servers = &settings.servers;
+    stream::iter(0..settings.sessions as usize)
+        .map(|i| connect(&servers[i % servers.len()], settings.session_timeout))
+        .buffered(CONNECTS_AT_ONCE)
+        .try_collect()
+        .await
+}
+
+/// Prints a line on stderr every `every`: phase, time, answers, rate, errors, requests outstanding.
+/// On a terminal the line rewrites itself.
+async fn show_progress(control: Arc<Control>, every: Duration) {
+    let terminal = std::io::stderr().is_terminal();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    let (mut last_ok, mut last_at) = (0u64, Instant::now());
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let ok = control.ok.load(Ordering::Relaxed);
+        let errors = control.errors.load(Ordering::Relaxed);
+        let in_flight = control.in_flight.load(Ordering::Relaxed);
+        let (phase, seconds) = if now < control.measure_from {
+            ("warm-up", -(control.measure_from - now).as_secs_f64())
+        } else {
+            ("measure", (now - control.measure_from).as_secs_f64())
+        };
+        let rate = (ok - last_ok) as f64 / (now - last_at).as_secs_f64();
+        (last_ok, last_at) = (ok, now);
+        let line = format!(
+            "{phase} {seconds:7.1} s  ok {ok:>10}  {rate:>9.0}/s  errors {errors:>6}  in flight {in_flight:>5}"
+        );
+        if terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+}

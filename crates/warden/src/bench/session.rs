@@ -1,0 +1,757 @@
+//! One ZooKeeper session of a run: it draws requests from the workload, keeps up to `pipeline`
+//! of them outstanding, and counts every answer.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use zookeeper_client as zk;
+
+use super::stats::{OpKind, Stats};
+use super::tree::{OWN_BUCKET_NODES, Paths, persistent, value};
+use super::workload::{MultiPart, Op, Plan, Span, Target, Workload};
+
+/// Own znodes a session remembers (to delete or read them back); older ones are forgotten and
+/// left for cleanup.
+const OWN_TRACKED_MAX: usize = 100_000;
+/// Paths a session keeps a watch on at once; reads past this ask for no watch.
+const WATCHES_PER_SESSION_MAX: usize = 10_000;
+/// Draws in a row that may find nothing to do (a delete with no own znode left) before the
+/// session gives up.
+const DRAWS_IN_VAIN_MAX: u32 = 1000;
+
+/// What all sessions of a run share: when to count, when to stop, and the counts.
+pub struct Control {
+    /// Requests sent before this instant are warm-up, not counted.
+    pub measure_from: Instant,
+    /// No request is sent from this instant on (a run of fixed duration).
+    issue_until: Option<Instant>,
+    /// Counted requests still to send (a run of fixed request count).
+    requests_left: Option<AtomicU64>,
+    stop: AtomicBool,
+    pub ok: AtomicU64,
+    pub errors: AtomicU64,
+    pub in_flight: AtomicI64,
+    /// Sessions record into shards, so that no lock is shared by all of them.
+    stats: Box<[Mutex<Stats>]>,
+}
+
+impl Control {
+    pub fn new(
+        measure_from: Instant,
+        issue_until: Option<Instant>,
+        requests: Option<u64>,
+        shards: usize,
+    ) -> Control {
+        Control {
+            measure_from,
+            issue_until,
+            requests_left: requests.map(AtomicU64::new),
+            stop: AtomicBool::new(false),
+            ok: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            in_flight: AtomicI64::new(0),
+            stats: (0..shards.max(1))
+                .map(|_| Mutex::new(Stats::default()))
+                .collect(),
+        }
+    }
+
+    /// Sessions send nothing more; what is outstanding still completes.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a request may be sent now and, if so, whether it is counted.
+    fn admit(&self, now: Instant) -> Option<bool> {
+        if self.stop.load(Ordering::Relaxed) || self.issue_until.is_some_and(|until| now >= until) {
+            return None;
+        }
+        if now < self.measure_from {
+            return Some(false);
+        }
+        if let Some(left) = &self.requests_left {
+            left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok()?;
+        }
+        Some(true)
+    }
+
+    fn shard(&self, session: u32) -> &Mutex<Stats> {
+        &self.stats[session as usize % self.stats.len()]
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut all = Stats::default();
+        for shard in &self.stats {
+            all.merge(&shard.lock().expect("a session panicked while recording"));
+        }
+        all
+    }
+}
+
+/// How a session's run ended.
+pub struct SessionEnd {
+    /// When its last counted request completed.
+    pub last_counted: Option<Instant>,
+    /// Why it stopped before the run did (an expired or closed session, nothing left to do).
+    pub ended_early: Option<String>,
+}
+
+pub struct Session {
+    id: u32,
+    client: Arc<zk::Client>,
+    workload: Arc<Workload>,
+    paths: Arc<Paths>,
+    control: Arc<Control>,
+    pipeline: usize,
+    rng: fastrand::Rng,
+    own: OwnNodes,
+    watches: Watches,
+    /// The next load index this session creates; it creates every `sessions`-th one.
+    load_next: u64,
+    load_step: u64,
+}
+
+/// A request ready to send, with what to do with the session's own znodes once it is answered.
+struct Planned {
+    kind: OpKind,
+    counted: bool,
+    request: Request,
+    /// Own znodes the request creates: remembered when it succeeds.
+    creates: Vec<u64>,
+    /// Own znodes the request deletes: remembered again when it fails.
+    deletes: Vec<u64>,
+}
+
+enum Request {
+    Create {
+        path: String,
+        value: Vec<u8>,
+    },
+    Delete {
+        path: String,
+    },
+    Set {
+        path: String,
+        value: Vec<u8>,
+    },
+    Get {
+        path: String,
+        watch: bool,
+    },
+    Exists {
+        path: String,
+        watch: bool,
+    },
+    List {
+        path: String,
+        watch: bool,
+    },
+    Multi {
+        parts: Vec<(MultiPart, String, Vec<u8>)>,
+    },
+}
+
+struct Done {
+    kind: OpKind,
+    counted: bool,
+    started: Instant,
+    finished: Instant,
+    result: Result<Option<(String, zk::OneshotWatcher)>, zk::Error>,
+    creates: Vec<u64>,
+    deletes: Vec<u64>,
+}
+
+type InFlight = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+impl Session {
+    #[allow(clippy::too_many_arguments)] // each is a distinct part of the run the session belongs to
+    pub fn new(
+        id: u32,
+        sessions: u32,
+        client: Arc<zk::Client>,
+        workload: Arc<Workload>,
+        paths: Arc<Paths>,
+        control: Arc<Control>,
+        pipeline: u32,
+        seed: u64,
+    ) -> Session {
+        let own = OwnNodes::new(
+            u64::from(workload.delete_stock),
+            workload.tracks_own_nodes(),
+        );
+        Session {
+            id,
+            client,
+            workload,
+            paths,
+            control,
+            pipeline: pipeline as usize,
+            rng: fastrand::Rng::with_seed(seed),
+            own,
+            watches: Watches::default(),
+            load_next: u64::from(id),
+            load_step: u64::from(sessions),
+        }
+    }
+
+    pub async fn run(mut self) -> SessionEnd {
+        let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+        let mut last_counted = None;
+        let mut ended_early = None;
+        let mut exhausted = false;
+        loop {
+            while !exhausted && ended_early.is_none() && in_flight.len() < self.pipeline {
+                let Some(counted) = self.control.admit(Instant::now()) else {
+                    break;
+                };
+                match self.draw(counted) {
+                    Ok(planned) => {
+                        for request in planned {
+                            in_flight.push(self.send(request));
+                        }
+                    }
+                    Err(Exhausted::Load) => exhausted = true,
+                    Err(Exhausted::NothingToDo) => {
+                        ended_early = Some("no own znode left to delete".to_string())
+                    }
+                }
+            }
+            if in_flight.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some(done) = in_flight.next() => {
+                    if done.counted && done.result.is_ok() {
+                        last_counted = Some(last_counted.map_or(done.finished, |t: Instant| t.max(done.finished)));
+                    }
+                    if let Some(reason) = self.complete(done) {
+                        ended_early.get_or_insert(reason);
+                    }
+                },
+                Some(path) = self.watches.fired.next(), if !self.watches.fired.is_empty() => {
+                    self.watches.armed.remove(&path);
+                    self.control.shard(self.id).lock().expect("no panics while recording").record_watch_event();
+                },
+            }
+        }
+        SessionEnd {
+            last_counted,
+            ended_early,
+        }
+    }
+
+    /// The next request(s) to send: a folder for own znodes first when a create starts one.
+    fn draw(&mut self, counted: bool) -> Result<Vec<Planned>, Exhausted> {
+        let workload = self.workload.clone();
+        match &workload.plan {
+            Plan::Load(load) => {
+                if self.load_next >= load.nodes {
+                    return Err(Exhausted::Load);
+                }
+                let path = self.paths.load_node(self.load_next, load.parents);
+                self.load_next += self.load_step;
+                let value = value(&mut self.rng, load.value);
+                Ok(vec![Planned::new(
+                    OpKind::Create,
+                    counted,
+                    Request::Create { path, value },
+                )])
+            }
+            Plan::Mix(ops) => {
+                for _ in 0..DRAWS_IN_VAIN_MAX {
+                    let op = ops.pick(&mut self.rng);
+                    if let Some(planned) = self.plan(op, counted) {
+                        return Ok(planned);
+                    }
+                }
+                Err(Exhausted::NothingToDo)
+            }
+        }
+    }
+
+    /// `None` when the op has nothing to work on (a delete while no own znode is left).
+    fn plan(&mut self, op: &Op, counted: bool) -> Option<Vec<Planned>> {
+        let mut out = Vec::with_capacity(1);
+        let planned = match op {
+            Op::Create { value: size } => {
+                let (path, seq) = self.new_own(&mut out);
+                let value = value(&mut self.rng, *size);
+                Planned::new(OpKind::Create, counted, Request::Create { path, value })
+                    .creating(vec![seq])
+            }
+            Op::Delete => {
+                let seq = self.own.take_oldest()?;
+                let path = self.paths.own(self.id, seq);
+                Planned::new(OpKind::Delete, counted, Request::Delete { path }).deleting(vec![seq])
+            }
+            Op::Set {
+                target,
+                value: size,
+            } => {
+                let path = self.target(*target, false);
+                let value = value(&mut self.rng, *size);
+                Planned::new(OpKind::Set, counted, Request::Set { path, value })
+            }
+            Op::Get { target, watch } => {
+                let path = self.target(*target, false);
+                let watch = self.watch(&path, *watch);
+                Planned::new(OpKind::Get, counted, Request::Get { path, watch })
+            }
+            Op::Exists { target, watch } => {
+                let path = self.target(*target, false);
+                let watch = self.watch(&path, *watch);
+                Planned::new(OpKind::Exists, counted, Request::Exists { path, watch })
+            }
+            Op::List { target, watch } => {
+                let path = self.target(*target, true);
+                let watch = self.watch(&path, *watch);
+                Planned::new(OpKind::List, counted, Request::List { path, watch })
+            }
+            Op::Multi { size, mix, value } => {
+                self.plan_multi(*size, mix, *value, counted, &mut out)
+            }
+        };
+        out.push(planned);
+        Some(out)
+    }
+
+    fn plan_multi(
+        &mut self,
+        size: Span,
+        mix: &super::workload::Weighted<MultiPart>,
+        value_size: Span,
+        counted: bool,
+        out: &mut Vec<Planned>,
+    ) -> Planned {
+        let n = size.pick(&mut self.rng);
+        let mut parts = Vec::with_capacity(n as usize);
+        let (mut creates, mut deletes) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let part = match *mix.pick(&mut self.rng) {
+                // With no own znode left to delete, the transaction creates one instead.
+                MultiPart::Delete => match self.own.take_oldest() {
+                    Some(seq) => {
+                        deletes.push(seq);
+                        (MultiPart::Delete, self.paths.own(self.id, seq), Vec::new())
+                    }
+                    None => self.multi_create(value_size, &mut creates, out),
+                },
+                MultiPart::Create => self.multi_create(value_size, &mut creates, out),
+                MultiPart::Set => {
+                    let value = value(&mut self.rng, value_size);
+                    (
+                        MultiPart::Set,
+                        self.target(Target::SharedChild, false),
+                        value,
+                    )
+                }
+                MultiPart::Check => (
+                    MultiPart::Check,
+                    self.target(Target::SharedChild, false),
+                    Vec::new(),
+                ),
+            };
+            parts.push(part);
+        }
+        Planned::new(OpKind::Multi, counted, Request::Multi { parts })
+            .creating(creates)
+            .deleting(deletes)
+    }
+
+    fn multi_create(
+        &mut self,
+        value_size: Span,
+        creates: &mut Vec<u64>,
+        out: &mut Vec<Planned>,
+    ) -> (MultiPart, String, Vec<u8>) {
+        let (path, seq) = self.new_own(out);
+        creates.push(seq);
+        (MultiPart::Create, path, value(&mut self.rng, value_size))
+    }
+
+    /// Names the next own znode; when it opens a new folder, plans the folder's (uncounted)
+    /// create first. The server answers a session's requests in order, so the folder exists
+    /// before the znode's create arrives.
+    fn new_own(&mut self, out: &mut Vec<Planned>) -> (String, u64) {
+        let seq = self.own.next();
+        if seq % OWN_BUCKET_NODES == 0 {
+            let folder = Request::Create {
+                path: self.paths.own_bucket(self.id, seq),
+                value: Vec::new(),
+            };
+            out.push(Planned::new(OpKind::Create, false, folder));
+        }
+        (self.paths.own(self.id, seq), seq)
+    }
+
+    fn target(&mut self, target: Target, listing: bool) -> String {
+        let shared = self
+            .workload
+            .shared
+            .expect("validation ensures a shared tree for shared targets");
+        let parent = self.rng.u32(0..shared.parents);
+        match target {
+            Target::SharedParent => self.paths.shared_parent(parent),
+            Target::Own if listing => match self.own.any(&mut self.rng) {
+                Some(seq) => self.paths.own_bucket(self.id, seq),
+                None => self.paths.shared_parent(parent),
+            },
+            Target::Own => match self.own.any(&mut self.rng) {
+                Some(seq) => self.paths.own(self.id, seq),
+                None => self
+                    .paths
+                    .shared_child(parent, self.rng.u32(0..shared.children)),
+            },
+            Target::SharedChild => self
+                .paths
+                .shared_child(parent, self.rng.u32(0..shared.children)),
+        }
+    }
+
+    fn watch(&mut self, path: &str, probability: f64) -> bool {
+        probability > 0.0 && self.rng.f64() < probability && self.watches.may_watch(path)
+    }
+
+    fn send(&self, planned: Planned) -> InFlight {
+        let client = self.client.clone();
+        let Planned {
+            kind,
+            counted,
+            request,
+            creates,
+            deletes,
+        } = planned;
+        self.control.in_flight.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        send_now(async move {
+            let result = execute(&client, request).await;
+            Done {
+                kind,
+                counted,
+                started,
+                finished: Instant::now(),
+                result,
+                creates,
+                deletes,
+            }
+        })
+    }
+
+    /// Records an answer; returns why the session cannot go on, if it cannot.
+    fn complete(&mut self, done: Done) -> Option<String> {
+        self.control.in_flight.fetch_sub(1, Ordering::Relaxed);
+        match done.result {
+            Ok(watcher) => {
+                for seq in done.creates {
+                    self.own.remember(seq);
+                }
+                if let Some((path, watcher)) = watcher {
+                    self.watches.arm(path, watcher);
+                }
+                if done.counted {
+                    self.control.ok.fetch_add(1, Ordering::Relaxed);
+                    let mut stats = self
+                        .control
+                        .shard(self.id)
+                        .lock()
+                        .expect("no panics while recording");
+                    stats.record_ok(done.kind, done.finished - done.started);
+                }
+                None
+            }
+            Err(error) => {
+                // A delete that failed for another reason than NoNode left its znodes in place.
+                if error != zk::Error::NoNode {
+                    for seq in done.deletes {
+                        self.own.remember(seq);
+                    }
+                }
+                if done.counted {
+                    self.control.errors.fetch_add(1, Ordering::Relaxed);
+                    let mut stats = self
+                        .control
+                        .shard(self.id)
+                        .lock()
+                        .expect("no panics while recording");
+                    stats.record_error(done.kind, &error_code(&error));
+                }
+                is_terminal(&error).then(|| format!("session {}: {}", self.id, error_code(&error)))
+            }
+        }
+    }
+}
+
+enum Exhausted {
+    /// Every znode of the load has been sent.
+    Load,
+    /// The workload found nothing to do many times in a row.
+    NothingToDo,
+}
+
+impl Planned {
+    fn new(kind: OpKind, counted: bool, request: Request) -> Planned {
+        Planned {
+            kind,
+            counted,
+            request,
+            creates: Vec::new(),
+            deletes: Vec::new(),
+        }
+    }
+
+    fn creating(self, creates: Vec<u64>) -> Planned {
+        Planned { creates, ..self }
+    }
+
+    fn deleting(self, deletes: Vec<u64>) -> Planned {
+        Planned { deletes, ..self }
+    }
+}
+
+/// Polls a request's future once, so that the request leaves now. (The client sends a request
+/// when its method is called; here that call sits inside an async block, which runs at its
+/// first poll.) Requests thus leave in the order they were drawn, and latency is timed from
+/// the moment they leave. A no-op waker is enough: the next poll registers the real one.
+fn send_now(future: impl Future<Output = Done> + Send + 'static) -> InFlight {
+    let mut future: InFlight = Box::pin(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(done) => Box::pin(std::future::ready(done)),
+        Poll::Pending => future,
+    }
+}
+
+/// Sends one request and waits for its answer. Every branch calls the client before its first
+/// await, so the request leaves at the first poll.
+async fn execute(
+    client: &zk::Client,
+    request: Request,
+) -> Result<Option<(String, zk::OneshotWatcher)>, zk::Error> {
+    match request {
+        Request::Create { path, value } => client
+            .create(&path, &value, &persistent())
+            .await
+            .map(|_| None),
+        Request::Delete { path } => client.delete(&path, None).await.map(|()| None),
+        Request::Set { path, value } => client.set_data(&path, &value, None).await.map(|_| None),
+        Request::Get { path, watch: false } => client.get_data(&path).await.map(|_| None),
+        Request::Get { path, watch: true } => {
+            let (_, _, watcher) = client.get_and_watch_data(&path).await?;
+            Ok(Some((path, watcher)))
+        }
+        Request::Exists { path, watch: false } => client.check_stat(&path).await.map(|_| None),
+        Request::Exists { path, watch: true } => {
+            let (_, watcher) = client.check_and_watch_stat(&path).await?;
+            Ok(Some((path, watcher)))
+        }
+        Request::List { path, watch: false } => client.list_children(&path).await.map(|_| None),
+        Request::List { path, watch: true } => {
+            let (_, watcher) = client.list_and_watch_children(&path).await?;
+            Ok(Some((path, watcher)))
+        }
+        Request::Multi { parts } => {
+            let options = persistent();
+            let mut writer = client.new_multi_writer();
+            for (part, path, value) in &parts {
+                match part {
+                    MultiPart::Create => writer.add_create(path, value, &options)?,
+                    MultiPart::Delete => writer.add_delete(path, None)?,
+                    MultiPart::Set => writer.add_set_data(path, value, None)?,
+                    // Version -1 matches any version: the check costs the server a lookup and passes.
+                    MultiPart::Check => writer.add_check_version(path, -1)?,
+                }
+            }
+            writer.commit().await.map(|_| None).map_err(zk::Error::from)
+        }
+    }
+}
+
+/// Errors after which the session can send nothing more.
+fn is_terminal(error: &zk::Error) -> bool {
+    matches!(
+        error,
+        zk::Error::SessionExpired
+            | zk::Error::ClientClosed
+            | zk::Error::AuthFailed
+            | zk::Error::NoHosts
+    )
+}
+
+/// ZooKeeper's name for an error code (KeeperException.Code), or the client's name for an error
+/// that never came from a server.
+pub fn error_code(error: &zk::Error) -> String {
+    use zk::Error as E;
+    let name = match error {
+        E::NoNode => "NoNode",
+        E::NoAuth => "NoAuth",
+        E::BadVersion => "BadVersion",
+        E::NoChildrenForEphemerals => "NoChildrenForEphemerals",
+        E::NodeExists => "NodeExists",
+        E::NotEmpty => "NotEmpty",
+        E::SessionExpired => "SessionExpired",
+        E::InvalidAcl => "InvalidACL",
+        E::AuthFailed => "AuthFailed",
+        E::SessionMoved => "SessionMoved",
+        E::NotReadOnly => "NotReadOnly",
+        E::NoWatcher => "NoWatcher",
+        E::QuotaExceeded => "QuotaExceeded",
+        E::Throttled => "ThrottledOp",
+        E::MarshallingError => "MarshallingError",
+        E::Unimplemented => "Unimplemented",
+        E::ConnectionLoss => "ConnectionLoss",
+        E::ReconfigDisabled => "ReconfigDisabled",
+        E::RuntimeInconsistent => "RuntimeInconsistency",
+        E::UnexpectedErrorCode(code) => return format!("code {code}"),
+        E::Timeout => "client: timeout",
+        E::NoHosts => "client: no hosts",
+        E::ClientClosed => "client: closed",
+        E::BadArguments(_) => "client: bad arguments",
+        E::UnmarshalError { .. } => "client: unreadable answer",
+        other => return format!("client: {other}"),
+    };
+    name.to_string()
+}
+
+/// The session's own znodes: the sequence that names new ones, and those known to exist.
+struct OwnNodes {
+    next_seq: u64,
+    live: VecDeque<u64>,
+    tracked: bool,
+}
+
+impl OwnNodes {
+    /// Setup made `stock` znodes for the session: sequence numbers `0..stock`.
+    fn new(stock: u64, tracked: bool) -> OwnNodes {
+        let live = if tracked {
+            (0..stock).collect()
+        } else {
+            VecDeque::new()
+        };
+        OwnNodes {
+            next_seq: stock,
+            live,
+            tracked,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    fn remember(&mut self, seq: u64) {
+        if !self.tracked {
+            return;
+        }
+        if self.live.len() >= OWN_TRACKED_MAX {
+            self.live.pop_front();
+        }
+        self.live.push_back(seq);
+    }
+
+    /// The oldest own znode, no longer remembered: the caller deletes it.
+    fn take_oldest(&mut self) -> Option<u64> {
+        self.live.pop_front()
+    }
+
+    fn any(&self, rng: &mut fastrand::Rng) -> Option<u64> {
+        (!self.live.is_empty()).then(|| self.live[rng.usize(0..self.live.len())])
+    }
+}
+
+/// The watches a session holds, one per path at most, as ZooKeeper clients hold them.
+#[derive(Default)]
+struct Watches {
+    armed: HashSet<String>,
+    /// Resolves to a watch's path when its event arrives.
+    fired: FuturesUnordered<Pin<Box<dyn Future<Output = String> + Send>>>,
+}
+
+impl Watches {
+    fn may_watch(&self, path: &str) -> bool {
+        self.armed.len() < WATCHES_PER_SESSION_MAX || self.armed.contains(path)
+    }
+
+    fn arm(&mut self, path: String, watcher: zk::OneshotWatcher) {
+        if self.armed.insert(path.clone()) {
+            self.fired.push(Box::pin(async move {
+                watcher.changed().await;
+                path
+            }));
+        }
+        // Else the watcher is dropped here. The client keeps the older watcher of this path, so
+        // the drop costs no removeWatches request, and the server holds one watch either way.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_admitted_by_phase_and_count() {
+        let now = Instant::now();
+        let second = std::time::Duration::from_secs(1);
+        let control = Control::new(now + second, Some(now + 3 * second), Some(2), 1);
+        assert_eq!(
+            control.admit(now),
+            Some(false),
+            "warm-up is admitted, not counted"
+        );
+        assert_eq!(control.admit(now + second), Some(true));
+        assert_eq!(control.admit(now + second), Some(true));
+        assert_eq!(
+            control.admit(now + second),
+            None,
+            "the request count is spent"
+        );
+        let control = Control::new(now, Some(now + second), None, 1);
+        assert_eq!(control.admit(now), Some(true));
+        assert_eq!(control.admit(now + second), None, "the duration is over");
+        let control = Control::new(now, None, None, 1);
+        control.stop();
+        assert_eq!(control.admit(now), None);
+    }
+
+    #[test]
+    fn own_znodes_are_deleted_oldest_first_and_bounded() {
+        let mut own = OwnNodes::new(3, true);
+        assert_eq!(own.next(), 3);
+        own.remember(3);
+        assert_eq!((own.take_oldest(), own.take_oldest()), (Some(0), Some(1)));
+        let mut rng = fastrand::Rng::with_seed(1);
+        assert!(matches!(own.any(&mut rng), Some(2 | 3)));
+        for seq in 0..OWN_TRACKED_MAX as u64 + 10 {
+            own.remember(seq);
+        }
+        assert_eq!(own.live.len(), OWN_TRACKED_MAX);
+
+        let mut untracked = OwnNodes::new(5, false);
+        untracked.remember(7);
+        assert_eq!((untracked.take_oldest(), untracked.next()), (None, 5));
+    }
+
+    #[test]
+    fn error_codes_use_zookeepers_names() {
+        assert_eq!(error_code(&zk::Error::NoNode), "NoNode");
+        assert_eq!(
+            error_code(&zk::Error::RuntimeInconsistent),
+            "RuntimeInconsistency"
+        );
+        assert_eq!(error_code(&zk::Error::UnexpectedErrorCode(-13)), "code -13");
+        assert_eq!(error_code(&zk::Error::Timeout), "client: timeout");
+        assert!(is_terminal(&zk::Error::SessionExpired));
+        assert!(!is_terminal(&zk::Error::ConnectionLoss));
+    }
+}
