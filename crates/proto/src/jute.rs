@@ -273,6 +273,24 @@ impl Record for String {
     }
 }
 
+/// A nullable `ustring`, for the fields clients really send as null (reconfig's).
+impl Record for Option<String> {
+    fn encode(&self, w: &mut Writer) {
+        match self {
+            None => w.write_i32(-1),
+            Some(v) => w.write_string(v),
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.read_buffer()? {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| DecodeError::InvalidUtf8),
+        }
+    }
+}
+
 impl Record for Option<Vec<u8>> {
     fn encode(&self, w: &mut Writer) {
         w.write_buffer(self.as_deref())

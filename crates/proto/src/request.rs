@@ -122,10 +122,11 @@ record! {
 }
 
 record! {
+    /// The Java client sends the lists it does not use as null.
     pub struct ReconfigRequest {
-        pub joining_servers: String,
-        pub leaving_servers: String,
-        pub new_members: String,
+        pub joining_servers: Option<String>,
+        pub leaving_servers: Option<String>,
+        pub new_members: Option<String>,
         pub cur_config_id: i64,
     }
 }

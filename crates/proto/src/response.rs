@@ -55,7 +55,7 @@ record! {
 /// The body of a successful reply, one shape per family of operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    /// delete, check, ping, auth, setWatches, closeSession, addWatch, checkWatches,
+    /// delete, check, ping, auth, setWatches, closeSession, checkWatches,
     /// removeWatches, and ClickHouse's checkNotExists and removeRecursive.
     Empty,
     /// create (and ClickHouse's createIfNotExists).
@@ -103,6 +103,8 @@ pub enum Response {
     },
     /// multi and multiRead.
     Multi(Vec<OpResult>),
+    /// A bare result code (jute's ErrorResponse): ZooKeeper answers addWatch with code 0.
+    Code(ErrorCode),
 }
 
 /// One operation's outcome inside a multi or multiRead.
@@ -160,6 +162,7 @@ impl Response {
                 clients: Record::decode(r)?,
             },
             OpCode::Multi | OpCode::MultiRead => Response::Multi(decode_results(r)?),
+            OpCode::AddWatch => Response::Code(ErrorCode::decode(r)?),
             OpCode::Delete
             | OpCode::DeleteContainer
             | OpCode::Check
@@ -168,7 +171,6 @@ impl Response {
             | OpCode::SetWatches
             | OpCode::SetWatches2
             | OpCode::CloseSession
-            | OpCode::AddWatch
             | OpCode::CheckWatches
             | OpCode::RemoveWatches
             | OpCode::CheckNotExists
@@ -210,6 +212,7 @@ impl Response {
             Response::AllChildrenNumber { total } => w.write_i32(*total),
             Response::WhoAmI { clients } => clients.encode(w),
             Response::Multi(results) => encode_results(results, w),
+            Response::Code(code) => code.encode(w),
         }
     }
 

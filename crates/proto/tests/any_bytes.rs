@@ -207,9 +207,9 @@ fn request() -> impl Strategy<Value = Request> {
         proptest::collection::vec(write_op(), 0..5).prop_map(Request::Multi),
         proptest::collection::vec(read_op(), 0..5).prop_map(Request::MultiRead),
         (
-            "[a-z0-9=:;,.]{0,20}",
-            "[0-9,]{0,6}",
-            "[a-z0-9=:;,.]{0,20}",
+            proptest::option::of("[a-z0-9=:;,.]{0,20}"),
+            proptest::option::of("[0-9,]{0,6}"),
+            proptest::option::of("[a-z0-9=:;,.]{0,20}"),
             any::<i64>()
         )
             .prop_map(

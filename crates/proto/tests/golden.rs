@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use warden_proto::request::MultiHeader;
 use warden_proto::types::xid;
 use warden_proto::{
-    ConnectRequest, ConnectResponse, OpCode, Reader, Record, ReplyHeader, Request, Response,
-    WatcherEvent,
+    ConnectRequest, ConnectResponse, DecodeError, ErrorCode, OpCode, Reader, Record, ReplyHeader,
+    Request, RequestHeader, Response, WatcherEvent,
 };
 
 /// One captured connection: frames in the order they crossed the wire.
@@ -47,7 +47,7 @@ fn conversations() -> Vec<Conversation> {
             ..Default::default()
         };
         for line in text.lines() {
-            if line.starts_with("# reconnect") {
+            if line.trim_end() == "# reconnect" {
                 out.push(std::mem::take(&mut conv));
                 conv.source = format!("{name} (after reconnect)");
             } else if let Some(h) = line.strip_prefix("C ") {
@@ -86,12 +86,21 @@ fn check_conversation(conv: &Conversation, seen: &mut Seen) {
     );
     seen.short_handshake |= connect.read_only.is_none();
     let mut answered = false;
-    let mut ops: HashMap<i32, OpCode> = HashMap::new();
+    let mut ops: HashMap<i32, Option<OpCode>> = HashMap::new();
     for (dir, bytes) in frames {
         seen.frames += 1;
         match dir {
             'C' => {
-                let (header, request) = Request::decode_frame(bytes)
+                let decoded = Request::decode_frame(bytes);
+                if let Err(DecodeError::UnknownOpCode(op)) = decoded {
+                    // Captured on purpose: ZooKeeper answers an unknown opcode with
+                    // Unimplemented and closes the connection.
+                    let header = RequestHeader::decode(&mut Reader::new(bytes)).unwrap();
+                    assert_eq!(header.op, op);
+                    ops.insert(header.xid, None);
+                    continue;
+                }
+                let (header, request) = decoded
                     .unwrap_or_else(|e| panic!("{}: request {bytes:02x?}: {e}", conv.source));
                 assert_eq!(
                     request.encode_frame(header.xid),
@@ -100,7 +109,7 @@ fn check_conversation(conv: &Conversation, seen: &mut Seen) {
                     conv.source
                 );
                 seen.request_ops.insert(header.op);
-                ops.insert(header.xid, request.op());
+                ops.insert(header.xid, Some(request.op()));
             }
             _ if !answered => {
                 answered = true;
@@ -124,7 +133,12 @@ fn check_conversation(conv: &Conversation, seen: &mut Seen) {
     }
 }
 
-fn check_reply(conv: &Conversation, bytes: &[u8], ops: &HashMap<i32, OpCode>, seen: &mut Seen) {
+fn check_reply(
+    conv: &Conversation,
+    bytes: &[u8],
+    ops: &HashMap<i32, Option<OpCode>>,
+    seen: &mut Seen,
+) {
     let header = ReplyHeader::decode(&mut Reader::new(bytes)).expect("reply header");
     if header.xid == xid::NOTIFICATION {
         seen.notifications += 1;
@@ -142,10 +156,20 @@ fn check_reply(conv: &Conversation, bytes: &[u8], ops: &HashMap<i32, OpCode>, se
     let op = match header.xid {
         xid::PING => OpCode::Ping,
         xid::AUTH => OpCode::Auth,
-        xid::SET_WATCHES => *ops.get(&header.xid).unwrap_or(&OpCode::SetWatches),
-        x => *ops
-            .get(&x)
-            .unwrap_or_else(|| panic!("{}: reply to unknown xid {x}", conv.source)),
+        xid::SET_WATCHES => ops
+            .get(&header.xid)
+            .copied()
+            .flatten()
+            .unwrap_or(OpCode::SetWatches),
+        x => match ops.get(&x) {
+            Some(Some(op)) => *op,
+            Some(None) => {
+                assert_eq!(header.err, ErrorCode::UNIMPLEMENTED, "{}", conv.source);
+                assert_eq!(bytes.len(), 16, "{}: no body after an error", conv.source);
+                return;
+            }
+            None => panic!("{}: reply to unknown xid {x}", conv.source),
+        },
     };
     let (header, body) = Response::decode_frame(op, bytes)
         .unwrap_or_else(|e| panic!("{}: reply to {op:?} {bytes:02x?}: {e}", conv.source));
