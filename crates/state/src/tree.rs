@@ -225,20 +225,30 @@ impl<'a> NodeRef<'a> {
         self.node.children().iter().map(move |&c| tree.node(c))
     }
 
-    /// The wire Stat, with ZooKeeper's derived fields.
+    /// The Stat a client sees, derived as ZooKeeper's `DataNode.copyStat` derives it:
+    /// - the stored cversion counts child creations (it is also the sequence counter), and
+    ///   the reported one is `2 * creations - numChildren`, i.e. creations plus deletions
+    ///   (golden vector java_seq: after one create and one delete the parent reports
+    ///   cversion 2, and the next sequential child is still -0000000001);
+    /// - ephemeralOwner is the owning session for an ephemeral node and 0 for every other
+    ///   kind: the container and TTL markers stay on the server (java_create).
     pub fn wire_stat(&self) -> Stat {
         let s = self.node.stat();
+        let num_children = self.num_children() as i32;
         Stat {
             czxid: s.czxid,
             mzxid: s.mzxid,
             ctime: s.ctime,
             mtime: s.mtime,
             version: s.version,
-            cversion: s.cversion,
+            cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
             aversion: s.aversion,
-            ephemeral_owner: s.ephemeral_owner,
+            ephemeral_owner: match self.kind() {
+                NodeKind::Ephemeral(owner) => owner,
+                _ => 0,
+            },
             data_length: self.data().map_or(0, |d| d.len() as i32),
-            num_children: self.num_children() as i32,
+            num_children,
             pzxid: s.pzxid,
         }
     }
