@@ -202,6 +202,9 @@ pub fn prepare(
         Request::Check(r) => check(r, caller, view),
         Request::CheckNotExists(r) => check_not_exists(r, view),
         Request::RemoveRecursive(r) => remove_recursive(r, caller, view),
+        // Membership changes are not the state machine's; without dynamic reconfiguration a
+        // ZooKeeper server answers exactly this (golden vector java_reconfig).
+        Request::Reconfig(_) => Err(ErrorCode::RECONFIG_DISABLED),
         _ => Err(ErrorCode::BAD_ARGUMENTS),
     }
 }
