@@ -100,10 +100,16 @@ impl State {
                 if r.path.contains('\0') {
                     return Err(ErrorCode::BAD_ARGUMENTS);
                 }
-                // The watch is left whether or not the node exists: it fires on creation.
+                // An existing node needs READ, checked before the watch is left; a missing one
+                // leaves the watch, which fires on creation (golden vector java_acl).
+                let node = self.tree.get(&r.path);
+                if let Some(n) = node
+                    && !acl::permits(n.acl(), acl::READ, auth)
+                {
+                    return Err(ErrorCode::NO_AUTH);
+                }
                 watch(r, WatchKind::Data);
-                let node = self.tree.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
-                Ok(Response::Stat(node.wire_stat()))
+                Ok(Response::Stat(node.ok_or(ErrorCode::NO_NODE)?.wire_stat()))
             }
             Request::GetData(r) => {
                 let node = self.readable(&r.path, auth)?;

@@ -63,13 +63,19 @@ pub fn install(tree: &mut DataTree) {
         0,
     );
     tree.create(ZOOKEEPER, zk, "quota", Some(b""), &Acl::open(), stat, 0);
+    // ZooKeeper's `addConfigNode` sets this ACL with `setACL(path, READ_ACL_UNSAFE, -1)`,
+    // which stores -1 as the aversion (golden vector java_basic).
+    let config_stat = NodeStat {
+        aversion: -1,
+        ..stat
+    };
     tree.create(
         ZOOKEEPER,
         zk,
         "config",
         Some(b""),
         &Acl::read_only(),
-        stat,
+        config_stat,
         0,
     );
     let keeper = tree.create(
