@@ -141,17 +141,10 @@ fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
             }
         }
         let s = n.stat();
-        for v in [
-            s.czxid,
-            s.mzxid,
-            s.pzxid,
-            s.ctime,
-            s.mtime,
-            s.ephemeral_owner,
-        ] {
+        for v in s.longs() {
             put_i64(w, v)?;
         }
-        for v in [s.version, s.cversion, s.aversion] {
+        for v in s.ints() {
             w.write_all(&v.to_le_bytes())?;
         }
         put_u32(w, acl_ordinal[n.acl_id() as usize])?;
@@ -264,19 +257,8 @@ fn read_body<R: Read>(r: &mut Body<R>) -> Result<State, SnapshotError> {
             1 => Some(r.bytes()?),
             _ => return Err(corrupt("data flag")),
         };
-        let l: [i64; 6] = [r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?];
-        let (version, cversion, aversion) = (r.i32()?, r.i32()?, r.i32()?);
-        let stat = NodeStat {
-            czxid: l[0],
-            mzxid: l[1],
-            pzxid: l[2],
-            ctime: l[3],
-            mtime: l[4],
-            ephemeral_owner: l[5],
-            version,
-            cversion,
-            aversion,
-        };
+        let longs = [r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?];
+        let stat = NodeStat::from_fields(longs, [r.i32()?, r.i32()?, r.i32()?]);
         let node_acl = acl(r.u32()?)?;
         let (id, path) = match tree.as_mut() {
             None => {

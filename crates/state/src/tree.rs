@@ -73,6 +73,40 @@ pub struct NodeStat {
     pub ephemeral_owner: i64,
 }
 
+impl NodeStat {
+    /// The 64-bit fields in a fixed order, for hashing and snapshots.
+    pub fn longs(&self) -> [i64; 6] {
+        [
+            self.czxid,
+            self.mzxid,
+            self.pzxid,
+            self.ctime,
+            self.mtime,
+            self.ephemeral_owner,
+        ]
+    }
+
+    /// The 32-bit fields in a fixed order, for hashing and snapshots.
+    pub fn ints(&self) -> [i32; 3] {
+        [self.version, self.cversion, self.aversion]
+    }
+
+    /// The inverse of [`NodeStat::longs`] and [`NodeStat::ints`].
+    pub fn from_fields(l: [i64; 6], i: [i32; 3]) -> NodeStat {
+        NodeStat {
+            czxid: l[0],
+            mzxid: l[1],
+            pzxid: l[2],
+            ctime: l[3],
+            mtime: l[4],
+            ephemeral_owner: l[5],
+            version: i[0],
+            cversion: i[1],
+            aversion: i[2],
+        }
+    }
+}
+
 /// The high bit of `name_len` marks null data (distinct from empty data on the wire).
 const NULL_DATA: u32 = 1 << 31;
 
@@ -284,8 +318,13 @@ impl DataTree {
     pub fn new() -> Self {
         let mut acls = AclTable::default();
         let acl = acls.acquire(&Acl::open());
+        DataTree::with_root(acls, Some(b""), acl, NodeStat::default())
+    }
+
+    /// A tree holding only a root as given; `acls` already holds the root's reference.
+    fn with_root(acls: AclTable, data: Option<&[u8]>, acl: AclId, stat: NodeStat) -> Self {
         let mut tree = DataTree {
-            nodes: vec![Node::new("", Some(b""), ROOT, acl, NodeStat::default())],
+            nodes: vec![Node::new("", data, ROOT, acl, stat)],
             free: Vec::new(),
             index: HashTable::new(),
             acls,
@@ -393,17 +432,10 @@ impl DataTree {
         h.update(path.as_bytes());
         h.update(&[u8::from(n.data().is_some())]);
         h.update(n.data().unwrap_or_default());
-        for v in [
-            s.czxid,
-            s.mzxid,
-            s.pzxid,
-            s.ctime,
-            s.mtime,
-            s.ephemeral_owner,
-        ] {
+        for v in s.longs() {
             h.update(&v.to_le_bytes());
         }
-        for v in [s.version, s.cversion, s.aversion] {
+        for v in s.ints() {
             h.update(&v.to_le_bytes());
         }
         for a in self.acls.get(n.acl).iter() {
@@ -525,19 +557,7 @@ impl DataTree {
     ) -> Self {
         let mut acls = acls;
         acls.add_ref(root_acl);
-        let mut tree = DataTree {
-            nodes: vec![Node::new("", root_data, ROOT, root_acl, root_stat)],
-            free: Vec::new(),
-            index: HashTable::new(),
-            acls,
-            ephemerals: Default::default(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            digest: 0,
-            live: 1,
-        };
-        tree.digest = tree.node_hash("/", ROOT);
-        tree
+        DataTree::with_root(acls, root_data, root_acl, root_stat)
     }
 
     /// Removes the childless node `id` at `path`; the parent's pzxid becomes `zxid`
