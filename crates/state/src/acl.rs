@@ -53,7 +53,7 @@ fn ip_matches(expr: &str, who: &str) -> bool {
     let Some((net, bits)) = parse_cidr(expr) else {
         return false;
     };
-    let Ok(addr) = who.parse::<IpAddr>() else {
+    let Some(addr) = parse_addr(who) else {
         return false;
     };
     let (net, addr) = (octets(net), octets(addr));
@@ -83,13 +83,40 @@ fn parse_cidr(expr: &str) -> Option<(IpAddr, usize)> {
         Some((a, b)) => (a, Some(b)),
         None => (expr, None),
     };
-    let addr: IpAddr = addr.parse().ok()?;
+    let addr = parse_addr(addr)?;
     let max = octets(addr).len() * 8;
     let bits = match bits {
         None => max,
-        Some(b) => b.parse::<usize>().ok().filter(|b| *b <= max)?,
+        Some(b) => usize::try_from(java_int(b)?).ok().filter(|b| *b <= max)?,
     };
     Some((addr, bits))
+}
+
+/// An IPv4 address as `IPAuthenticationProvider.v4addr2Bytes` reads it: four `parseInt`
+/// numbers in 0..=255, so ZooKeeper takes `010.0.0.1` as 10.0.0.1 where Rust's parser
+/// refuses it. Anything with a colon is an IPv6 address.
+fn parse_addr(s: &str) -> Option<IpAddr> {
+    if s.contains(':') {
+        return s.parse().ok();
+    }
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut octets = [0u8; 4];
+    for (o, part) in octets.iter_mut().zip(parts) {
+        *o = u8::try_from(java_int(part)?).ok()?;
+    }
+    Some(IpAddr::from(octets))
+}
+
+/// Java's `Integer.parseInt` on ASCII: an optional sign, then at least one digit.
+fn java_int(s: &str) -> Option<i32> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// Why a requested ACL is refused (InvalidACL).
@@ -308,6 +335,8 @@ mod tests {
         assert!(permits(&net, WRITE, &[Id::new("ip", "10.1.2.3")]));
         assert!(!permits(&net, WRITE, &[Id::new("ip", "10.2.2.3")]));
         assert!(!permits(&net, ADMIN, &[Id::new("ip", "10.1.2.3")]));
+        let zeros = [acl(READ, "ip", "010.001.0.0/16")];
+        assert!(permits(&zeros, READ, &[Id::new("ip", "10.1.2.3")]));
         let user = [acl(ALL_BUT_ADMIN, "digest", &digest("bob:pw"))];
         assert!(permits(&user, READ, &[Id::new("digest", digest("bob:pw"))]));
         assert!(!permits(
@@ -340,6 +369,19 @@ mod tests {
         assert_eq!(fixup(&[acl(31, "world", "nobody")], &[]), Err(InvalidAcl));
         assert_eq!(fixup(&[acl(31, "digest", "user:")], &[]), Err(InvalidAcl));
         assert_eq!(fixup(&[acl(31, "ip", "1.2.3.4/33")], &[]), Err(InvalidAcl));
+        // Java's parseInt reads each number: leading zeros and signs are fine.
+        for ok in [
+            "010.0.0.1",
+            "+10.0.0.1",
+            "10.0.0.0/08",
+            "10.0.0.0/+8",
+            "0.0.0.0/-0",
+        ] {
+            assert!(fixup(&[acl(31, "ip", ok)], &[]).is_ok(), "{ok}");
+        }
+        for bad in ["10.0.0", "10.0.0.0/", "1.2.3.256", "1.2.3.4/ 8", "a.b.c.d"] {
+            assert_eq!(fixup(&[acl(31, "ip", bad)], &[]), Err(InvalidAcl), "{bad}");
+        }
         assert_eq!(fixup(&[acl(31, "unknown", "x")], &[]), Err(InvalidAcl));
         let twice = [acl(1, "world", "anyone"), acl(1, "world", "anyone")];
         assert_eq!(fixup(&twice, &[]).unwrap().len(), 1);

@@ -241,6 +241,12 @@ fn create(
         return Err(ErrorCode::UNIMPLEMENTED);
     }
     validate_ttl(mode, ttl)?;
+    // createTTL makes TTL nodes only. ZooKeeper's `validateTTL` lets a non-TTL mode through
+    // with a negative ttl, and its apply then throws in `TTL.toEphemeralOwner`; here the
+    // marker would be `0xff.. | ttl`, which reads as an ephemeral owned by no session.
+    if op == OpCode::CreateTtl && !mode.is_ttl() {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
     if r.path.contains('\0') {
         return Err(ErrorCode::BAD_ARGUMENTS);
     }

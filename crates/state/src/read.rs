@@ -161,12 +161,14 @@ impl State {
                 Ok(Response::AllChildrenNumber { total })
             }
             Request::GetEphemerals(r) => {
-                let prefix = r.path.trim();
+                // As `FinalRequestProcessor`: the trimmed prefix only decides whether to list
+                // everything ("" or "/"); other prefixes are matched as sent, spaces included.
+                let trimmed = r.path.trim();
                 let mut paths: Vec<String> = self
                     .tree
                     .ephemerals_of(session_id)
                     .map(|id| self.tree.path_of(id))
-                    .filter(|p| prefix.is_empty() || prefix == "/" || p.starts_with(prefix))
+                    .filter(|p| trimmed.is_empty() || trimmed == "/" || p.starts_with(&r.path))
                     .collect();
                 paths.sort();
                 Ok(Response::GetEphemerals { paths })
