@@ -214,6 +214,69 @@ record! {
     }
 }
 
+record! {
+    /// ClickHouse's checkStat: the version, and every field of `stat` that is not -1.
+    pub struct CheckStatRequest {
+        pub path: String,
+        pub version: i32,
+        pub stat: crate::types::Stat,
+    }
+}
+
+/// ClickHouse's filteredListWithStatsAndData: filteredList, plus each child's Stat and data
+/// on request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FilteredListWithStatsAndDataRequest {
+    pub path: String,
+    pub watch: bool,
+    /// 0 all, 1 persistent only, 2 ephemeral only.
+    pub list_type: u8,
+    pub with_stat: bool,
+    pub with_data: bool,
+}
+
+impl Record for FilteredListWithStatsAndDataRequest {
+    fn encode(&self, w: &mut Writer) {
+        w.write_string(&self.path);
+        w.write_bool(self.watch);
+        w.write_u8(self.list_type);
+        w.write_bool(self.with_stat);
+        w.write_bool(self.with_data);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(FilteredListWithStatsAndDataRequest {
+            path: r.read_string()?,
+            watch: r.read_bool()?,
+            list_type: r.read_u8()?,
+            with_stat: r.read_bool()?,
+            with_data: r.read_bool()?,
+        })
+    }
+}
+
+/// ClickHouse's listRecursive: every descendant's absolute path, breadth first, at most
+/// `limit` of them (an unsigned 32-bit count on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListRecursiveRequest {
+    pub path: String,
+    pub limit: u32,
+}
+
+impl Record for ListRecursiveRequest {
+    fn encode(&self, w: &mut Writer) {
+        w.write_string(&self.path);
+        w.write_raw(&self.limit.to_be_bytes());
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ListRecursiveRequest {
+            path: r.read_string()?,
+            limit: r.read_i32()? as u32,
+        })
+    }
+}
+
 /// Every request a client can send after the handshake, one variant per opcode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -251,6 +314,10 @@ pub enum Request {
     CheckNotExists(CheckVersionRequest),
     CreateIfNotExists(CreateRequest),
     RemoveRecursive(RemoveRecursiveRequest),
+    CheckStat(CheckStatRequest),
+    TryRemove(DeleteRequest),
+    FilteredListWithStatsAndData(FilteredListWithStatsAndDataRequest),
+    ListRecursive(ListRecursiveRequest),
 }
 
 impl Request {
@@ -290,6 +357,10 @@ impl Request {
             Request::CheckNotExists(_) => OpCode::CheckNotExists,
             Request::CreateIfNotExists(_) => OpCode::CreateIfNotExists,
             Request::RemoveRecursive(_) => OpCode::RemoveRecursive,
+            Request::CheckStat(_) => OpCode::CheckStat,
+            Request::TryRemove(_) => OpCode::TryRemove,
+            Request::FilteredListWithStatsAndData(_) => OpCode::FilteredListWithStatsAndData,
+            Request::ListRecursive(_) => OpCode::ListRecursive,
         }
     }
 
@@ -301,7 +372,10 @@ impl Request {
             | Request::CreateContainer(r)
             | Request::CreateIfNotExists(r) => &r.path,
             Request::CreateTtl(r) => &r.path,
-            Request::Delete(r) => &r.path,
+            Request::Delete(r) | Request::TryRemove(r) => &r.path,
+            Request::CheckStat(r) => &r.path,
+            Request::FilteredListWithStatsAndData(r) => &r.path,
+            Request::ListRecursive(r) => &r.path,
             Request::DeleteContainer(r)
             | Request::GetAcl(r)
             | Request::Sync(r)
@@ -341,6 +415,8 @@ impl Request {
                 | Request::CheckNotExists(_)
                 | Request::CreateIfNotExists(_)
                 | Request::RemoveRecursive(_)
+                | Request::CheckStat(_)
+                | Request::TryRemove(_)
         )
     }
 
@@ -382,13 +458,15 @@ impl Request {
             OpCode::CheckNotExists => Request::CheckNotExists(Record::decode(r)?),
             OpCode::CreateIfNotExists => Request::CreateIfNotExists(Record::decode(r)?),
             OpCode::RemoveRecursive => Request::RemoveRecursive(Record::decode(r)?),
-            OpCode::Notification
-            | OpCode::Error
-            | OpCode::CreateSession
-            | OpCode::CheckStat
-            | OpCode::TryRemove
-            | OpCode::FilteredListWithStatsAndData
-            | OpCode::ListRecursive => return Err(DecodeError::UnknownOpCode(op as i32)),
+            OpCode::CheckStat => Request::CheckStat(Record::decode(r)?),
+            OpCode::TryRemove => Request::TryRemove(Record::decode(r)?),
+            OpCode::FilteredListWithStatsAndData => {
+                Request::FilteredListWithStatsAndData(Record::decode(r)?)
+            }
+            OpCode::ListRecursive => Request::ListRecursive(Record::decode(r)?),
+            OpCode::Notification | OpCode::Error | OpCode::CreateSession => {
+                return Err(DecodeError::UnknownOpCode(op as i32));
+            }
         })
     }
 
@@ -400,7 +478,10 @@ impl Request {
             | Request::CreateContainer(r)
             | Request::CreateIfNotExists(r) => r.encode(w),
             Request::CreateTtl(r) => r.encode(w),
-            Request::Delete(r) => r.encode(w),
+            Request::Delete(r) | Request::TryRemove(r) => r.encode(w),
+            Request::CheckStat(r) => r.encode(w),
+            Request::FilteredListWithStatsAndData(r) => r.encode(w),
+            Request::ListRecursive(r) => r.encode(w),
             Request::DeleteContainer(r)
             | Request::GetAcl(r)
             | Request::Sync(r)
@@ -495,6 +576,8 @@ fn is_multi_write_op(op: OpCode) -> bool {
             | OpCode::CheckNotExists
             | OpCode::CreateIfNotExists
             | OpCode::RemoveRecursive
+            | OpCode::CheckStat
+            | OpCode::TryRemove
             // ZooKeeper's record parser accepts reads in any multi; the state machine answers
             // a read inside a write multi with an error, as ZooKeeper does.
             | OpCode::GetData
@@ -511,6 +594,8 @@ fn is_multi_read_op(op: OpCode) -> bool {
             | OpCode::Exists
             | OpCode::GetChildren2
             | OpCode::FilteredList
+            | OpCode::FilteredListWithStatsAndData
+            | OpCode::ListRecursive
             // As above: parsed, then refused by the state machine if it is a write.
             | OpCode::Create
             | OpCode::Create2

@@ -56,7 +56,7 @@ record! {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// delete, check, ping, auth, setWatches, closeSession, checkWatches,
-    /// removeWatches, and ClickHouse's checkNotExists and removeRecursive.
+    /// removeWatches, and ClickHouse's checkNotExists, removeRecursive, checkStat, tryRemove.
     Empty,
     /// create (and ClickHouse's createIfNotExists).
     Create {
@@ -105,6 +105,14 @@ pub enum Response {
     Multi(Vec<OpResult>),
     /// A bare result code (jute's ErrorResponse): ZooKeeper answers addWatch with code 0.
     Code(ErrorCode),
+    /// ClickHouse's filteredListWithStatsAndData: `stats` and `data` are empty unless asked
+    /// for, else index-aligned with `children`.
+    ListWithStatsAndData {
+        children: Vec<String>,
+        stat: Stat,
+        stats: Vec<Stat>,
+        data: Vec<Option<Vec<u8>>>,
+    },
 }
 
 /// One operation's outcome inside a multi or multiRead.
@@ -139,7 +147,7 @@ impl Response {
                 acl: Record::decode(r)?,
                 stat: Stat::decode(r)?,
             },
-            OpCode::GetChildren => Response::GetChildren {
+            OpCode::GetChildren | OpCode::ListRecursive => Response::GetChildren {
                 children: Record::decode(r)?,
             },
             OpCode::GetChildren2 | OpCode::FilteredList => Response::GetChildren2 {
@@ -163,6 +171,12 @@ impl Response {
             },
             OpCode::Multi | OpCode::MultiRead => Response::Multi(decode_results(r)?),
             OpCode::AddWatch => Response::Code(ErrorCode::decode(r)?),
+            OpCode::FilteredListWithStatsAndData => Response::ListWithStatsAndData {
+                children: Record::decode(r)?,
+                stat: Stat::decode(r)?,
+                stats: r.read_vec(Stat::ENCODED_LEN, Stat::decode)?,
+                data: r.read_vec(4, Reader::read_buffer)?,
+            },
             OpCode::Delete
             | OpCode::DeleteContainer
             | OpCode::Check
@@ -174,14 +188,12 @@ impl Response {
             | OpCode::CheckWatches
             | OpCode::RemoveWatches
             | OpCode::CheckNotExists
-            | OpCode::RemoveRecursive => Response::Empty,
-            OpCode::Notification
-            | OpCode::Error
-            | OpCode::CreateSession
+            | OpCode::RemoveRecursive
             | OpCode::CheckStat
-            | OpCode::TryRemove
-            | OpCode::FilteredListWithStatsAndData
-            | OpCode::ListRecursive => return Err(DecodeError::UnexpectedOpCode(op as i32)),
+            | OpCode::TryRemove => Response::Empty,
+            OpCode::Notification | OpCode::Error | OpCode::CreateSession => {
+                return Err(DecodeError::UnexpectedOpCode(op as i32));
+            }
         })
     }
 
@@ -213,6 +225,17 @@ impl Response {
             Response::WhoAmI { clients } => clients.encode(w),
             Response::Multi(results) => encode_results(results, w),
             Response::Code(code) => code.encode(w),
+            Response::ListWithStatsAndData {
+                children,
+                stat,
+                stats,
+                data,
+            } => {
+                children.encode(w);
+                stat.encode(w);
+                w.write_vec(stats, |w, s| s.encode(w));
+                w.write_vec(data, |w, d| w.write_buffer(d.as_deref()));
+            }
         }
     }
 

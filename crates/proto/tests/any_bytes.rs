@@ -4,9 +4,10 @@
 use proptest::prelude::*;
 use warden_proto::frame::split_frame;
 use warden_proto::request::{
-    AddWatchRequest, AuthRequest, CheckVersionRequest, CreateRequest, CreateTtlRequest,
-    DeleteRequest, FilteredListRequest, PathRequest, PathWatchRequest, ReconfigRequest,
-    RemoveRecursiveRequest, SetAclRequest, SetDataRequest, SetWatches2Request, WatchesRequest,
+    AddWatchRequest, AuthRequest, CheckStatRequest, CheckVersionRequest, CreateRequest,
+    CreateTtlRequest, DeleteRequest, FilteredListRequest, FilteredListWithStatsAndDataRequest,
+    ListRecursiveRequest, PathRequest, PathWatchRequest, ReconfigRequest, RemoveRecursiveRequest,
+    SetAclRequest, SetDataRequest, SetWatches2Request, WatchesRequest,
 };
 use warden_proto::types::ClientInfo;
 use warden_proto::{
@@ -165,6 +166,15 @@ fn write_op() -> impl Strategy<Value = Request> {
         version_req().prop_map(Request::Check),
         version_req().prop_map(Request::CheckNotExists),
         create().prop_map(Request::CreateIfNotExists),
+        (path(), any::<i32>(), stat()).prop_map(|(path, version, stat)| Request::CheckStat(
+            CheckStatRequest {
+                path,
+                version,
+                stat
+            }
+        )),
+        (path(), any::<i32>())
+            .prop_map(|(path, version)| Request::TryRemove(DeleteRequest { path, version })),
         (path(), any::<i32>()).prop_map(|(path, remove_nodes_limit)| Request::RemoveRecursive(
             RemoveRecursiveRequest {
                 path,
@@ -191,6 +201,24 @@ fn read_op() -> impl Strategy<Value = Request> {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
+        (
+            path(),
+            any::<bool>(),
+            any::<u8>(),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(path, watch, list_type, with_stat, with_data)| {
+                Request::FilteredListWithStatsAndData(FilteredListWithStatsAndDataRequest {
+                    path,
+                    watch,
+                    list_type,
+                    with_stat,
+                    with_data,
+                })
+            }),
+        (path(), any::<u32>())
+            .prop_map(|(path, limit)| Request::ListRecursive(ListRecursiveRequest { path, limit })),
         write_op(),
         read_op(),
         path_watch().prop_map(Request::GetChildren2),
@@ -286,6 +314,21 @@ fn multi_result() -> impl Strategy<Value = OpResult> {
 
 fn response() -> impl Strategy<Value = (OpCode, Response)> {
     prop_oneof![
+        (
+            names(),
+            stat(),
+            proptest::collection::vec(stat(), 0..3),
+            proptest::collection::vec(data(), 0..3)
+        )
+            .prop_map(|(children, stat, stats, data)| (
+                OpCode::FilteredListWithStatsAndData,
+                Response::ListWithStatsAndData {
+                    children,
+                    stat,
+                    stats,
+                    data
+                }
+            )),
         Just((OpCode::Delete, Response::Empty)),
         path().prop_map(|path| (OpCode::Create, Response::Create { path })),
         (path(), stat())

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use hashbrown::HashMap;
-use warden_proto::request::{CheckVersionRequest, CreateRequest, RemoveRecursiveRequest};
+use warden_proto::request::{
+    CheckStatRequest, CheckVersionRequest, CreateRequest, DeleteRequest, RemoveRecursiveRequest,
+};
 use warden_proto::{Acl, CreateMode, ErrorCode, Id, OpCode, Request};
 
 use crate::acl;
@@ -60,6 +62,20 @@ impl<'a> View<'a> {
             num_children: n.num_children(),
             acl: self.tree.acl_table().get(n.acl_id()).clone(),
         })
+    }
+
+    /// The Stat clients see, for a node as committed and untouched by this multi; nodes the
+    /// multi created or changed have no committed Stat yet.
+    pub fn wire_stat(&self, path: &str) -> Option<warden_proto::Stat> {
+        if self.pending.contains_key(path)
+            || self
+                .removed_subtrees
+                .iter()
+                .any(|r| path::is_within(path, r))
+        {
+            return None;
+        }
+        self.tree.get(path).map(|n| n.wire_stat())
     }
 
     fn update(&mut self, path: &str, f: impl FnOnce(&mut NodeInfo)) {
@@ -202,6 +218,8 @@ pub fn prepare(
         Request::Check(r) => check(r, caller, view),
         Request::CheckNotExists(r) => check_not_exists(r, view),
         Request::RemoveRecursive(r) => remove_recursive(r, caller, view),
+        Request::CheckStat(r) => check_stat(r, caller, view),
+        Request::TryRemove(r) => try_remove(r, caller, view),
         // Membership changes are not the state machine's; without dynamic reconfiguration a
         // ZooKeeper server answers exactly this (golden vector java_reconfig).
         Request::Reconfig(_) => Err(ErrorCode::RECONFIG_DISABLED),
@@ -344,6 +362,77 @@ fn check(
         op: OpCode::Check,
         path: r.path.clone(),
     })
+}
+
+/// ClickHouse's checkStat: the version as check does, then each field of the given Stat
+/// that is not -1 (a wildcard) against the node's Stat as clients see it.
+fn check_stat(
+    r: &CheckStatRequest,
+    caller: &Caller<'_>,
+    view: &View<'_>,
+) -> Result<Change, ErrorCode> {
+    valid(&r.path)?;
+    if path::is_within(&r.path, crate::system::KEEPER) {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    check(
+        &CheckVersionRequest {
+            path: r.path.clone(),
+            version: r.version,
+        },
+        caller,
+        view,
+    )?;
+    // A node this multi already changed has no committed Stat to compare with yet.
+    let actual = view.wire_stat(&r.path).ok_or(ErrorCode::BAD_VERSION)?;
+    let e = &r.stat;
+    let longs = [
+        (e.czxid, actual.czxid),
+        (e.mzxid, actual.mzxid),
+        (e.ctime, actual.ctime),
+        (e.mtime, actual.mtime),
+        (e.ephemeral_owner, actual.ephemeral_owner),
+        (e.pzxid, actual.pzxid),
+    ];
+    let ints = [
+        (e.version, actual.version),
+        (e.cversion, actual.cversion),
+        (e.aversion, actual.aversion),
+        (e.data_length, actual.data_length),
+        (e.num_children, actual.num_children),
+    ];
+    let matches = longs.iter().all(|&(want, got)| want == -1 || want == got)
+        && ints.iter().all(|&(want, got)| want == -1 || want == got);
+    if matches {
+        Ok(Change::Nothing {
+            op: OpCode::CheckStat,
+            path: r.path.clone(),
+        })
+    } else {
+        Err(ErrorCode::BAD_VERSION)
+    }
+}
+
+/// ClickHouse's tryRemove: delete, where a missing parent or node, a version mismatch or
+/// children make a silent no-op; a path under /keeper and a missing DELETE permission on the
+/// parent are still errors.
+fn try_remove(
+    r: &DeleteRequest,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<Change, ErrorCode> {
+    if path::is_within(&r.path, crate::system::KEEPER) {
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    match delete(OpCode::TryRemove, &r.path, r.version, caller, view) {
+        Err(ErrorCode::NO_NODE | ErrorCode::BAD_VERSION | ErrorCode::NOT_EMPTY) => {
+            Ok(Change::Nothing {
+                op: OpCode::TryRemove,
+                path: r.path.clone(),
+            })
+        }
+        other => other,
+    }
 }
 
 /// ClickHouse's checkNotExists: fails with NodeExists if the node is there (at `version`,

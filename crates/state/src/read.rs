@@ -1,7 +1,7 @@
 //! Reads, served by any replica from its own tree (`FinalRequestProcessor`'s read cases):
 //! the answer, and the watch the read leaves behind.
 
-use warden_proto::request::{FilteredListRequest, PathWatchRequest};
+use warden_proto::request::PathWatchRequest;
 use warden_proto::{ErrorCode, Id, OpResult, Request, Response};
 
 use crate::acl;
@@ -42,6 +42,8 @@ impl State {
                 | Request::GetEphemerals(_)
                 | Request::MultiRead(_)
                 | Request::FilteredList(_)
+                | Request::FilteredListWithStatsAndData(_)
+                | Request::ListRecursive(_)
         )
     }
 
@@ -134,7 +136,74 @@ impl State {
                     stat: node.wire_stat(),
                 })
             }
-            Request::FilteredList(r) => self.filtered_list(r, auth, watches),
+            Request::FilteredList(r) => {
+                let (node, children) = self.filtered_children(&r.path, r.list_type, auth)?;
+                if r.watch {
+                    watches.push(WatchRequest {
+                        path: r.path.clone(),
+                        kind: WatchKind::Child,
+                    });
+                }
+                Ok(Response::GetChildren2 {
+                    children: children.iter().map(|c| c.name().to_owned()).collect(),
+                    stat: node.wire_stat(),
+                })
+            }
+            Request::FilteredListWithStatsAndData(r) => {
+                let (node, children) = self.filtered_children(&r.path, r.list_type, auth)?;
+                // Each child's Stat or data is only handed out if the child is readable.
+                if (r.with_stat || r.with_data)
+                    && !children
+                        .iter()
+                        .all(|c| acl::permits(c.acl(), acl::READ, auth))
+                {
+                    return Err(ErrorCode::NO_AUTH);
+                }
+                if r.watch {
+                    watches.push(WatchRequest {
+                        path: r.path.clone(),
+                        kind: WatchKind::Child,
+                    });
+                }
+                Ok(Response::ListWithStatsAndData {
+                    children: children.iter().map(|c| c.name().to_owned()).collect(),
+                    stat: node.wire_stat(),
+                    stats: if r.with_stat {
+                        children.iter().map(NodeRef::wire_stat).collect()
+                    } else {
+                        Vec::new()
+                    },
+                    data: if r.with_data {
+                        children
+                            .iter()
+                            .map(|c| c.data().map(<[u8]>::to_vec))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                })
+            }
+            Request::ListRecursive(r) => {
+                // Breadth first, skipping unreadable subtrees, stopping at the limit.
+                let root = self.readable(&r.path, auth)?;
+                let mut paths = Vec::new();
+                let mut queue: std::collections::VecDeque<(NodeRef<'_>, String)> =
+                    [(root, r.path.clone())].into();
+                'walk: while let Some((node, at)) = queue.pop_front() {
+                    for child in node.children() {
+                        if !acl::permits(child.acl(), acl::READ, auth) {
+                            continue;
+                        }
+                        if paths.len() >= r.limit as usize {
+                            break 'walk;
+                        }
+                        let child_path = crate::path::join(&at, child.name());
+                        paths.push(child_path.clone());
+                        queue.push_back((child, child_path));
+                    }
+                }
+                Ok(Response::GetChildren { children: paths })
+            }
             Request::GetAcl(r) => {
                 let node = self.tree.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
                 if !acl::permits(node.acl(), acl::READ | acl::ADMIN, auth) {
@@ -177,36 +246,26 @@ impl State {
         }
     }
 
-    /// ClickHouse's filteredList: getChildren2 keeping all, persistent-only (1) or
-    /// ephemeral-only (2) children.
-    fn filtered_list(
+    /// ClickHouse's list filter: all (0), persistent-only (1) or ephemeral-only (2) children
+    /// of a readable node.
+    fn filtered_children(
         &self,
-        r: &FilteredListRequest,
+        path: &str,
+        list_type: u8,
         auth: &[Id],
-        watches: &mut Vec<WatchRequest>,
-    ) -> ReadResult {
-        let node = self.readable(&r.path, auth)?;
-        if r.watch {
-            watches.push(WatchRequest {
-                path: r.path.clone(),
-                kind: WatchKind::Child,
-            });
-        }
+    ) -> Result<(NodeRef<'_>, Vec<NodeRef<'_>>), ErrorCode> {
+        let node = self.readable(path, auth)?;
         let children = node
             .children()
             .filter(|c| {
                 let ephemeral = matches!(c.kind(), NodeKind::Ephemeral(_));
-                match r.list_type {
+                match list_type {
                     1 => !ephemeral,
                     2 => ephemeral,
                     _ => true,
                 }
             })
-            .map(|c| c.name().to_owned())
             .collect();
-        Ok(Response::GetChildren2 {
-            children,
-            stat: node.wire_stat(),
-        })
+        Ok((node, children))
     }
 }

@@ -22,9 +22,17 @@ pub enum Feature {
     CheckNotExists = 2,
     CreateIfNotExists = 3,
     RemoveRecursive = 4,
+    MultiWatches = 5,
+    CheckStat = 6,
+    PersistentWatches = 7,
+    CreateWithStats = 8,
+    TryRemove = 9,
+    ListWithStatAndData = 10,
+    GetChildrenRecursive = 11,
 }
 
-/// The extensions Warden advertises. MULTI_READ is left out on purpose: with it ClickHouse
+/// The extensions Warden advertises (MULTI_WATCHES only matters with MULTI_READ). MULTI_READ
+/// is left out on purpose: with it ClickHouse
 /// expects a failed multiRead operation to keep its own op type without a body, while
 /// ZooKeeper clients expect ZooKeeper's error result (type -1 and an error body); Warden
 /// answers multiRead as ZooKeeper does, and ClickHouse then reads one request at a time.
@@ -33,6 +41,12 @@ pub const FEATURES: &[Feature] = &[
     Feature::CheckNotExists,
     Feature::CreateIfNotExists,
     Feature::RemoveRecursive,
+    Feature::CheckStat,
+    Feature::PersistentWatches,
+    Feature::CreateWithStats,
+    Feature::TryRemove,
+    Feature::ListWithStatAndData,
+    Feature::GetChildrenRecursive,
 ];
 
 /// ClickHouse's `KeeperApiVersion` for clients too old to read the feature flags: the
@@ -114,6 +128,6 @@ mod tests {
     #[test]
     fn flags_are_msb_first() {
         assert_eq!(feature_flags(&[Feature::FilteredList]), [0x80, 0]);
-        assert_eq!(feature_flags(FEATURES), [0xb8, 0]);
+        assert_eq!(feature_flags(FEATURES), [0xbb, 0xf0]);
     }
 }
