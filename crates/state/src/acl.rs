@@ -26,6 +26,20 @@ pub fn digest(user_password: &str) -> String {
     )
 }
 
+/// The identities a digest `auth` packet (`user:password`) proves, as
+/// `DigestAuthenticationProvider.handleAuthentication` grants them: the digest id, preceded by
+/// the super identity when the digest equals the configured super digest
+/// (`zookeeper.DigestAuthenticationProvider.superDigest`, e.g. `super:D/InIH...`).
+pub fn authenticate_digest(user_password: &str, super_digest: Option<&str>) -> Vec<Id> {
+    let id = digest(user_password);
+    let mut ids = Vec::with_capacity(2);
+    if super_digest == Some(id.as_str()) {
+        ids.push(super_id());
+    }
+    ids.push(Id::new("digest", id));
+    ids
+}
+
 /// Whether identities `auth` may do `perm` on a node whose ACL is `acl`
 /// (`ZooKeeperServer.checkACL`).
 pub fn permits(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
@@ -319,6 +333,23 @@ mod tests {
     fn digest_matches_zookeeper() {
         // Value printed by ZooKeeper's DigestAuthenticationProvider for "super:test".
         assert_eq!(digest("super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    }
+
+    /// Administrator's Guide, "Authentication & Authorization Options":
+    /// "zookeeper.DigestAuthenticationProvider.superDigest ... enables a ZooKeeper ensemble
+    /// administrator to access the znode hierarchy as a "super" user."
+    #[test]
+    fn configured_super_digest_grants_super() {
+        let conf = Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        let ids = authenticate_digest("super:test", conf);
+        assert_eq!(ids[0], super_id());
+        assert!(permits(&[], ADMIN, &ids));
+        let locked = [acl(READ, "digest", "someone:else")];
+        assert!(permits(&locked, READ, &ids));
+        let other = authenticate_digest("super:wrong", conf);
+        assert_eq!(other.len(), 1);
+        assert!(!permits(&locked, READ, &other));
+        assert_eq!(authenticate_digest("super:test", None).len(), 1);
     }
 
     /// "world has a single id, anyone, that represents anyone." "ip uses the client host IP as
