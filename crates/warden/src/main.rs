@@ -6,6 +6,8 @@
 
 mod bench;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -25,8 +27,17 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The chain of causes on one line, without a backtrace: errors here are about the
+            // arguments or the servers, not about warden's own code.
+            eprintln!("warden: {error:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -83,7 +83,7 @@ pub struct Usage {
 }
 
 /// Follows one server process through the measured window.
-pub struct Meter {
+struct Meter {
     pid: u32,
     process: Process,
     start: Sample,
@@ -91,7 +91,7 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn start(pid: u32) -> anyhow::Result<Meter> {
+    fn start(pid: u32) -> anyhow::Result<Meter> {
         let process = Process::pid(pid).with_context(|| format!("--pid {pid}"))?;
         let start = process.sample()?;
         Ok(Meter {
@@ -103,7 +103,7 @@ impl Meter {
     }
 
     /// Samples the resident set until the returned handle is dropped or aborted, keeping its peak.
-    pub fn follow_peak(&self) -> tokio::task::JoinHandle<()> {
+    fn follow_peak(&self) -> tokio::task::JoinHandle<()> {
         let process = self.process.clone();
         let peak = self.rss_peak.clone();
         tokio::spawn(async move {
@@ -116,7 +116,7 @@ impl Meter {
         })
     }
 
-    pub fn finish(self) -> anyhow::Result<Usage> {
+    fn finish(self) -> anyhow::Result<Usage> {
         let end = self
             .process
             .sample()
@@ -130,6 +130,50 @@ impl Meter {
             rss_bytes_end: end.rss_bytes,
             rss_bytes_peak: peak,
         })
+    }
+}
+
+/// The servers' meters and the bench's own CPU time, over the measured window.
+pub struct Meters {
+    servers: Vec<Meter>,
+    peak_followers: Vec<tokio::task::JoinHandle<()>>,
+    this: Process,
+    client_cpu_start: Duration,
+}
+
+impl Meters {
+    pub fn start(pids: &[u32]) -> anyhow::Result<Meters> {
+        let servers = pids
+            .iter()
+            .map(|pid| Meter::start(*pid))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let peak_followers = servers.iter().map(Meter::follow_peak).collect();
+        let this = Process::this()?;
+        let client_cpu_start = this.sample()?.cpu;
+        Ok(Meters {
+            servers,
+            peak_followers,
+            this,
+            client_cpu_start,
+        })
+    }
+
+    /// Each server's usage, and the bench's CPU seconds.
+    pub fn finish(self) -> anyhow::Result<(Vec<Usage>, f64)> {
+        for follower in self.peak_followers {
+            follower.abort();
+        }
+        let usage = self
+            .servers
+            .into_iter()
+            .map(Meter::finish)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let client_cpu = self
+            .this
+            .sample()?
+            .cpu
+            .saturating_sub(self.client_cpu_start);
+        Ok((usage, client_cpu.as_secs_f64()))
     }
 }
 

@@ -10,9 +10,9 @@ use futures::{StreamExt, TryStreamExt, stream};
 use tokio::task::JoinSet;
 use zookeeper_client as zk;
 
-use super::process::{Meter, Process};
+use super::process::{Meters, Process};
 use super::report::{Report, RunFacts, StoppedBy};
-use super::session::{Control, Session, SessionEnd, error_code};
+use super::session::{Control, Session, SessionEnd, Shared, error_code};
 use super::tree::{self, Paths};
 use super::workload::Workload;
 
@@ -85,23 +85,8 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
     for pid in &settings.pids {
         Process::pid(*pid).with_context(|| format!("--pid {pid}"))?;
     }
-    let paths = Arc::new(Paths::new(&settings.root)?);
-    let workload = Arc::new(workload);
-    let admin = connect(&settings.servers[0], settings.session_timeout).await?;
-    let mut rng = fastrand::Rng::with_seed(settings.seed);
-    let leftover = within(
-        deadline,
-        "setup",
-        tree::prepare(&admin, &paths, &workload, settings.sessions, &mut rng),
-    )
-    .await?;
-    if leftover > 0 {
-        eprintln!(
-            "warden bench: removed {leftover} znodes an earlier run left under {}",
-            paths.root()
-        );
-    }
-    let clients = within(deadline, "connecting the sessions", connect_all(&settings)).await?;
+    let paths = Paths::new(&settings.root)?;
+    let (admin, clients) = set_up(&settings, &paths, &workload).await?;
 
     let measure_from = Instant::now() + settings.warmup;
     let (issue_until, requests) = match settings.stop {
@@ -109,44 +94,29 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         StopRule::Requests(requests) => (None, Some(requests)),
         StopRule::LoadComplete => (None, None),
     };
-    let control = Arc::new(Control::new(
-        measure_from,
-        issue_until,
-        requests,
-        STATS_SHARDS,
-    ));
+    let control = Control::new(measure_from, issue_until, requests, STATS_SHARDS);
+    let shared = Arc::new(Shared {
+        workload,
+        paths,
+        control,
+        sessions: settings.sessions,
+        pipeline: settings.pipeline,
+    });
     let mut state_watchers = Vec::with_capacity(clients.len());
     let mut tasks = JoinSet::new();
     for (id, client) in (0u32..).zip(clients) {
         state_watchers.push(client.state_watcher());
         let seed = settings.seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let session = Session::new(
-            id,
-            settings.sessions,
-            Arc::new(client),
-            workload.clone(),
-            paths.clone(),
-            control.clone(),
-            settings.pipeline,
-            seed,
-        );
-        tasks.spawn(session.run());
+        tasks.spawn(Session::new(id, client, shared.clone(), seed).run());
     }
     let progress = settings
         .progress
-        .map(|every| tokio::spawn(show_progress(control.clone(), every)));
+        .map(|every| tokio::spawn(show_progress(shared.clone(), every)));
 
     tokio::time::sleep_until(measure_from.min(deadline).into()).await;
-    let meters = settings
-        .pids
-        .iter()
-        .map(|pid| Meter::start(*pid))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let peak_followers: Vec<_> = meters.iter().map(Meter::follow_peak).collect();
-    let this = Process::this()?;
-    let client_cpu_start = this.sample()?.cpu;
-
-    let (ends, timed_out, interrupted) = wait_for_sessions(&mut tasks, &control, deadline).await?;
+    let meters = Meters::start(&settings.pids)?;
+    let (mut ends, timed_out, interrupted) =
+        wait_for_sessions(&mut tasks, &shared.control, deadline).await?;
     let now = Instant::now();
     if let Some(progress) = progress {
         progress.abort();
@@ -154,49 +124,30 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
             eprintln!();
         }
     }
-    for follower in peak_followers {
-        follower.abort();
-    }
-    let servers_usage = meters
-        .into_iter()
-        .map(Meter::finish)
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let client_cpu_seconds = this
-        .sample()?
-        .cpu
-        .saturating_sub(client_cpu_start)
-        .as_secs_f64();
+    let (servers_usage, client_cpu_seconds) = meters.finish()?;
+    ends.sort_by_key(|end| end.session);
 
-    let last_counted = ends.iter().filter_map(|end| end.last_counted).max();
     let measured_end = if timed_out {
         now
     } else {
         // A duration's window lasts its full length even if answers stopped coming early.
         let floor = issue_until.map_or(measure_from, |until| until.min(now));
-        last_counted.unwrap_or(measure_from).max(floor)
+        ends.iter()
+            .filter_map(|end| end.last_counted)
+            .max()
+            .unwrap_or(measure_from)
+            .max(floor)
     };
     let sessions_ended_early: Vec<String> = ends
         .iter()
         .filter_map(|end| end.ended_early.clone())
         .collect();
-    let stopped_by = if timed_out {
-        StoppedBy::TimeLimit
-    } else if interrupted {
-        StoppedBy::Interrupted
-    } else if !sessions_ended_early.is_empty() && sessions_ended_early.len() == ends.len() {
-        StoppedBy::SessionsEnded
-    } else {
-        match settings.stop {
-            StopRule::Duration(_) => StoppedBy::Duration,
-            StopRule::Requests(_) => StoppedBy::Requests,
-            StopRule::LoadComplete => StoppedBy::LoadComplete,
-        }
-    };
+    let all_ended_early = !ends.is_empty() && sessions_ended_early.len() == ends.len();
     let facts = RunFacts {
         started_at_unix,
         seed: settings.seed,
-        workload: workload.name.clone(),
-        description: workload.description.clone(),
+        workload: shared.workload.name.clone(),
+        description: shared.workload.description.clone(),
         servers: settings.servers.clone(),
         sessions: settings.sessions,
         pipeline: settings.pipeline,
@@ -204,21 +155,63 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         measured_seconds: measured_end
             .saturating_duration_since(measure_from)
             .as_secs_f64(),
-        stopped_by,
+        stopped_by: stopped_by(settings.stop, timed_out, interrupted, all_ended_early),
         sessions_ended_early,
         servers_usage,
         client_cpu_seconds,
     };
-    let report = Report::new(facts, &control.stats());
+    let report = Report::new(facts, &shared.control.stats());
 
     // The sessions' tasks are over, so their clients are dropped and closing.
     close_watched(state_watchers).await;
     Ok(Finished {
         report,
         admin,
-        paths: Paths::clone(&paths),
+        paths: shared.paths.clone(),
         deadline,
     })
+}
+
+/// Opens the admin session, makes the run's tree with it, then opens the run's sessions.
+async fn set_up(
+    settings: &Settings,
+    paths: &Paths,
+    workload: &Workload,
+) -> anyhow::Result<(zk::Client, Vec<zk::Client>)> {
+    let deadline = settings.deadline;
+    let admin = connect(&settings.servers[0], settings.session_timeout).await?;
+    let mut rng = fastrand::Rng::with_seed(settings.seed);
+    let preparing = tree::prepare(&admin, paths, workload, settings.sessions, &mut rng);
+    let leftover = within(deadline, "setup", preparing).await?;
+    if leftover > 0 {
+        eprintln!(
+            "warden bench: removed {leftover} znodes an earlier run left under {}",
+            paths.root()
+        );
+    }
+    let clients = within(deadline, "connecting the sessions", connect_all(settings)).await?;
+    Ok((admin, clients))
+}
+
+fn stopped_by(
+    rule: StopRule,
+    timed_out: bool,
+    interrupted: bool,
+    all_ended_early: bool,
+) -> StoppedBy {
+    if timed_out {
+        StoppedBy::TimeLimit
+    } else if interrupted {
+        StoppedBy::Interrupted
+    } else if all_ended_early {
+        StoppedBy::SessionsEnded
+    } else {
+        match rule {
+            StopRule::Duration(_) => StoppedBy::Duration,
+            StopRule::Requests(_) => StoppedBy::Requests,
+            StopRule::LoadComplete => StoppedBy::LoadComplete,
+        }
+    }
 }
 
 /// Waits until every session has finished, the deadline passes (the sessions are then
@@ -308,7 +301,8 @@ async fn connect_all(settings: &Settings) -> anyhow::Result<Vec<zk::Client>> {
 
 /// Prints a line on stderr every `every`: phase, time, answers, rate, errors, requests outstanding.
 /// On a terminal the line rewrites itself.
-async fn show_progress(control: Arc<Control>, every: Duration) {
+async fn show_progress(shared: Arc<Shared>, every: Duration) {
+    let control = &shared.control;
     let terminal = std::io::stderr().is_terminal();
     let mut tick = tokio::time::interval(every);
     tick.tick().await;

@@ -5,7 +5,7 @@ use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 
 use super::stats::{OpKind, Stats};
 use super::tree::{OWN_BUCKET_NODES, Paths, persistent, value};
-use super::workload::{MultiPart, Op, Plan, Span, Target, Workload};
+use super::workload::{MultiPart, Op, Plan, Span, Target, Weighted, Workload};
 
 /// Own znodes a session remembers (to delete or read them back); older ones are forgotten and
 /// left for cleanup.
@@ -98,25 +98,32 @@ impl Control {
 
 /// How a session's run ended.
 pub struct SessionEnd {
+    pub session: u32,
     /// When its last counted request completed.
     pub last_counted: Option<Instant>,
     /// Why it stopped before the run did (an expired or closed session, nothing left to do).
     pub ended_early: Option<String>,
 }
 
+/// What every session of a run shares.
+pub struct Shared {
+    pub workload: Workload,
+    pub paths: Paths,
+    pub control: Control,
+    pub sessions: u32,
+    /// Requests each session keeps outstanding.
+    pub pipeline: u32,
+}
+
 pub struct Session {
     id: u32,
     client: Arc<zk::Client>,
-    workload: Arc<Workload>,
-    paths: Arc<Paths>,
-    control: Arc<Control>,
-    pipeline: usize,
+    shared: Arc<Shared>,
     rng: fastrand::Rng,
     own: OwnNodes,
     watches: Watches,
     /// The next load index this session creates; it creates every `sessions`-th one.
     load_next: u64,
-    load_step: u64,
 }
 
 /// A request ready to send, with what to do with the session's own znodes once it is answered.
@@ -172,33 +179,20 @@ struct Done {
 type InFlight = Pin<Box<dyn Future<Output = Done> + Send>>;
 
 impl Session {
-    #[allow(clippy::too_many_arguments)] // each is a distinct part of the run the session belongs to
-    pub fn new(
-        id: u32,
-        sessions: u32,
-        client: Arc<zk::Client>,
-        workload: Arc<Workload>,
-        paths: Arc<Paths>,
-        control: Arc<Control>,
-        pipeline: u32,
-        seed: u64,
-    ) -> Session {
+    pub fn new(id: u32, client: zk::Client, shared: Arc<Shared>, seed: u64) -> Session {
+        let workload = &shared.workload;
         let own = OwnNodes::new(
             u64::from(workload.delete_stock),
             workload.tracks_own_nodes(),
         );
         Session {
             id,
-            client,
-            workload,
-            paths,
-            control,
-            pipeline: pipeline as usize,
+            client: Arc::new(client),
+            shared,
             rng: fastrand::Rng::with_seed(seed),
             own,
             watches: Watches::default(),
             load_next: u64::from(id),
-            load_step: u64::from(sessions),
         }
     }
 
@@ -208,8 +202,11 @@ impl Session {
         let mut ended_early = None;
         let mut exhausted = false;
         loop {
-            while !exhausted && ended_early.is_none() && in_flight.len() < self.pipeline {
-                let Some(counted) = self.control.admit(Instant::now()) else {
+            while !exhausted
+                && ended_early.is_none()
+                && in_flight.len() < self.shared.pipeline as usize
+            {
+                let Some(counted) = self.shared.control.admit(Instant::now()) else {
                     break;
                 };
                 match self.draw(counted) {
@@ -227,7 +224,15 @@ impl Session {
             if in_flight.is_empty() {
                 break;
             }
+            // Watch events first: the server sends an event before the answer to any later
+            // read of that path, so handling the event first means a read's new watcher never
+            // meets a stale entry in `armed` (which would drop it and cost a removeWatches).
             tokio::select! {
+                biased;
+                Some(path) = self.watches.fired.next(), if !self.watches.fired.is_empty() => {
+                    self.watches.armed.remove(&path);
+                    self.stats().record_watch_event();
+                },
                 Some(done) = in_flight.next() => {
                     if done.counted && done.result.is_ok() {
                         last_counted = Some(last_counted.map_or(done.finished, |t: Instant| t.max(done.finished)));
@@ -236,13 +241,10 @@ impl Session {
                         ended_early.get_or_insert(reason);
                     }
                 },
-                Some(path) = self.watches.fired.next(), if !self.watches.fired.is_empty() => {
-                    self.watches.armed.remove(&path);
-                    self.control.shard(self.id).lock().expect("no panics while recording").record_watch_event();
-                },
             }
         }
         SessionEnd {
+            session: self.id,
             last_counted,
             ended_early,
         }
@@ -250,14 +252,14 @@ impl Session {
 
     /// The next request(s) to send: a folder for own znodes first when a create starts one.
     fn draw(&mut self, counted: bool) -> Result<Vec<Planned>, Exhausted> {
-        let workload = self.workload.clone();
-        match &workload.plan {
+        let shared = self.shared.clone();
+        match &shared.workload.plan {
             Plan::Load(load) => {
                 if self.load_next >= load.nodes {
                     return Err(Exhausted::Load);
                 }
-                let path = self.paths.load_node(self.load_next, load.parents);
-                self.load_next += self.load_step;
+                let path = self.shared.paths.load_node(self.load_next, load.parents);
+                self.load_next += u64::from(self.shared.sessions);
                 let value = value(&mut self.rng, load.value);
                 Ok(vec![Planned::new(
                     OpKind::Create,
@@ -289,7 +291,7 @@ impl Session {
             }
             Op::Delete => {
                 let seq = self.own.take_oldest()?;
-                let path = self.paths.own(self.id, seq);
+                let path = self.shared.paths.own(self.id, seq);
                 Planned::new(OpKind::Delete, counted, Request::Delete { path }).deleting(vec![seq])
             }
             Op::Set {
@@ -326,7 +328,7 @@ impl Session {
     fn plan_multi(
         &mut self,
         size: Span,
-        mix: &super::workload::Weighted<MultiPart>,
+        mix: &Weighted<MultiPart>,
         value_size: Span,
         counted: bool,
         out: &mut Vec<Planned>,
@@ -340,7 +342,11 @@ impl Session {
                 MultiPart::Delete => match self.own.take_oldest() {
                     Some(seq) => {
                         deletes.push(seq);
-                        (MultiPart::Delete, self.paths.own(self.id, seq), Vec::new())
+                        (
+                            MultiPart::Delete,
+                            self.shared.paths.own(self.id, seq),
+                            Vec::new(),
+                        )
                     }
                     None => self.multi_create(value_size, &mut creates, out),
                 },
@@ -382,37 +388,35 @@ impl Session {
     /// before the znode's create arrives.
     fn new_own(&mut self, out: &mut Vec<Planned>) -> (String, u64) {
         let seq = self.own.next();
-        if seq % OWN_BUCKET_NODES == 0 {
+        if seq.is_multiple_of(OWN_BUCKET_NODES) {
             let folder = Request::Create {
-                path: self.paths.own_bucket(self.id, seq),
+                path: self.shared.paths.own_bucket(self.id, seq),
                 value: Vec::new(),
             };
             out.push(Planned::new(OpKind::Create, false, folder));
         }
-        (self.paths.own(self.id, seq), seq)
+        (self.shared.paths.own(self.id, seq), seq)
     }
 
     fn target(&mut self, target: Target, listing: bool) -> String {
-        let shared = self
+        let tree = self
+            .shared
             .workload
             .shared
             .expect("validation ensures a shared tree for shared targets");
-        let parent = self.rng.u32(0..shared.parents);
+        let paths = &self.shared.paths;
+        let parent = self.rng.u32(0..tree.parents);
         match target {
-            Target::SharedParent => self.paths.shared_parent(parent),
+            Target::SharedParent => paths.shared_parent(parent),
             Target::Own if listing => match self.own.any(&mut self.rng) {
-                Some(seq) => self.paths.own_bucket(self.id, seq),
-                None => self.paths.shared_parent(parent),
+                Some(seq) => paths.own_bucket(self.id, seq),
+                None => paths.shared_parent(parent),
             },
             Target::Own => match self.own.any(&mut self.rng) {
-                Some(seq) => self.paths.own(self.id, seq),
-                None => self
-                    .paths
-                    .shared_child(parent, self.rng.u32(0..shared.children)),
+                Some(seq) => paths.own(self.id, seq),
+                None => paths.shared_child(parent, self.rng.u32(0..tree.children)),
             },
-            Target::SharedChild => self
-                .paths
-                .shared_child(parent, self.rng.u32(0..shared.children)),
+            Target::SharedChild => paths.shared_child(parent, self.rng.u32(0..tree.children)),
         }
     }
 
@@ -429,7 +433,10 @@ impl Session {
             creates,
             deletes,
         } = planned;
-        self.control.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .control
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         send_now(async move {
             let result = execute(&client, request).await;
@@ -445,9 +452,20 @@ impl Session {
         })
     }
 
+    fn stats(&self) -> MutexGuard<'_, Stats> {
+        self.shared
+            .control
+            .shard(self.id)
+            .lock()
+            .expect("no panics while recording")
+    }
+
     /// Records an answer; returns why the session cannot go on, if it cannot.
     fn complete(&mut self, done: Done) -> Option<String> {
-        self.control.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .control
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
         match done.result {
             Ok(watcher) => {
                 for seq in done.creates {
@@ -457,12 +475,8 @@ impl Session {
                     self.watches.arm(path, watcher);
                 }
                 if done.counted {
-                    self.control.ok.fetch_add(1, Ordering::Relaxed);
-                    let mut stats = self
-                        .control
-                        .shard(self.id)
-                        .lock()
-                        .expect("no panics while recording");
+                    self.shared.control.ok.fetch_add(1, Ordering::Relaxed);
+                    let mut stats = self.stats();
                     stats.record_ok(done.kind, done.finished - done.started);
                 }
                 None
@@ -475,12 +489,8 @@ impl Session {
                     }
                 }
                 if done.counted {
-                    self.control.errors.fetch_add(1, Ordering::Relaxed);
-                    let mut stats = self
-                        .control
-                        .shard(self.id)
-                        .lock()
-                        .expect("no panics while recording");
+                    self.shared.control.errors.fetch_add(1, Ordering::Relaxed);
+                    let mut stats = self.stats();
                     stats.record_error(done.kind, &error_code(&error));
                 }
                 is_terminal(&error).then(|| format!("session {}: {}", self.id, error_code(&error)))

@@ -5,7 +5,7 @@ use anyhow::{Context, bail, ensure};
 use futures::{StreamExt, TryStreamExt, stream};
 use zookeeper_client as zk;
 
-use super::workload::{Plan, Span, Workload};
+use super::workload::{Op, Plan, Span, Workload};
 
 /// Own znodes per folder. Keeps every folder's getChildren answer far below ZooKeeper's 1 MiB
 /// packet limit, however long a create-only run goes on.
@@ -171,9 +171,7 @@ fn stock_value(workload: &Workload) -> Span {
     };
     ops.iter()
         .find_map(|op| match op {
-            super::workload::Op::Create { value } | super::workload::Op::Multi { value, .. } => {
-                Some(*value)
-            }
+            Op::Create { value } | Op::Multi { value, .. } => Some(*value),
             _ => None,
         })
         .unwrap_or(Span::exactly(0))
