@@ -207,7 +207,8 @@ impl Record for FilteredListRequest {
 }
 
 record! {
-    /// ClickHouse's removeRecursive: delete a subtree of at most `remove_nodes_limit` nodes.
+    /// ClickHouse's removeRecursive: delete a subtree of at most `remove_nodes_limit` nodes
+    /// (ClickHouse sends it as an unsigned 32-bit count; read it with `as u32`).
     pub struct RemoveRecursiveRequest {
         pub path: String,
         pub remove_nodes_limit: i32,

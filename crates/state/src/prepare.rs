@@ -463,8 +463,9 @@ fn remove_recursive(
     let parent = view.get(parent_path).ok_or(ErrorCode::NO_NODE)?;
     check_acl(&parent, acl::DELETE, caller)?;
     view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
-    // The subtree as committed; nodes this multi created under it are counted too.
-    let limit = usize::try_from(r.remove_nodes_limit.max(0)).unwrap_or(0);
+    // The subtree as committed; nodes this multi created under it are counted too. The limit
+    // is an unsigned 32-bit count on the wire.
+    let limit = r.remove_nodes_limit as u32 as usize;
     let mut count = 0usize;
     if let Some(id) = view.tree.lookup(&r.path) {
         let mut stack = vec![id];
@@ -474,9 +475,14 @@ fn remove_recursive(
                 return Err(ErrorCode::NOT_EMPTY);
             }
             let n = view.tree.node(id);
+            // Children this multi already deleted do not count (rebuilding their paths only
+            // when the multi has pending changes at all).
             stack.extend(n.child_ids().iter().copied().filter(|&c| {
-                let child_path = view.tree.path_of(c);
-                view.pending.get(&child_path).is_none_or(Option::is_some)
+                view.pending.is_empty()
+                    || view
+                        .pending
+                        .get(&view.tree.path_of(c))
+                        .is_none_or(Option::is_some)
             }));
         }
     }
