@@ -1,0 +1,896 @@
+//! The server's settings: every knob and every bound in one place, each bound named with its
+//! unit last. [`Config::default`] runs a one-node server on 127.0.0.1:2181 with its data in
+//! ./warden-data.
+//!
+//! Two ways in, one way out: Warden's own TOML ([`Config::load_toml`]: every key optional, an
+//! unknown key an error) and ZooKeeper's zoo.cfg ([`Config::from_zoo_cfg`], in
+//! [`crate::zoo_cfg`]) both end in [`Config::validate`], so the server only ever sees a config
+//! whose values make sense together.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use warden_proto::frame::FOUR_LETTER_WORDS;
+
+/// Everything `warden server` can be told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where clients connect (ZooKeeper's clientPortAddress:clientPort).
+    pub client_listen: HostPort,
+    /// Where snapshots live, and the log too unless `log_dir` is set (ZooKeeper's dataDir).
+    pub data_dir: PathBuf,
+    /// A separate directory for the log, e.g. on its own disk (ZooKeeper's dataLogDir).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_dir: Option<PathBuf>,
+    /// The time unit the session timeout defaults are multiples of (ZooKeeper's tickTime).
+    pub tick_time_ms: u32,
+    /// Shortest session timeout granted to a client; default 2 × tick_time_ms.
+    pub session_timeout_ms_min: u32,
+    /// Longest session timeout granted to a client; default 20 × tick_time_ms.
+    pub session_timeout_ms_max: u32,
+    /// Four-letter words answered on the client port ("*" for all); default ZooKeeper's ["srvr"].
+    pub four_letter_words: Vec<String>,
+    /// `user:base64(sha1(user:password))`, whose holder passes every ACL check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub super_digest: Option<String>,
+    /// Whether TTL nodes may be created (ZooKeeper's extendedTypesEnabled; Warden default on).
+    pub extended_types_enabled: bool,
+    /// Bounds on what clients may make the server hold.
+    pub limits: Limits,
+    /// When snapshots are taken.
+    pub snapshots: Snapshots,
+    /// Which old snapshots and log segments are deleted, and how often.
+    pub purge: Purge,
+    /// How empty containers and expired TTL nodes are found and deleted.
+    pub containers: Containers,
+    /// The servers of the ensemble and which one this is.
+    pub cluster: Cluster,
+    /// The admin HTTP endpoint.
+    pub admin: Admin,
+    /// The Prometheus metrics endpoint.
+    pub metrics: Metrics,
+}
+
+/// Bounds on connections, frames, queues and watches. A connection count of 0 means no limit,
+/// as in ZooKeeper; every other bound is a hard number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest frame a client may send, length prefix excluded (ZooKeeper's jute.maxbuffer).
+    pub frame_bytes_max: u32,
+    /// Client connections open at once on this server, 0 for no limit (ZooKeeper's maxCnxns).
+    pub connections_max: u32,
+    /// Client connections from one IP address, 0 for no limit (ZooKeeper's maxClientCnxns).
+    pub connections_per_ip_max: u32,
+    /// Requests received and not yet answered on this server; beyond it no more are read.
+    pub outstanding_requests_max: u32,
+    /// Requests received and not yet answered on one session; beyond it no more are read.
+    pub outstanding_requests_per_session_max: u32,
+    /// Bytes of responses and events waiting to go out to one client before it is cut off.
+    pub outbound_queue_bytes_per_session_max: u64,
+    /// Watches one session may hold, one-shot and persistent together.
+    pub watches_per_session_max: u32,
+}
+
+/// When snapshots are taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Snapshots {
+    /// Transactions between two snapshots (ZooKeeper's snapCount).
+    pub interval_txns: u64,
+}
+
+/// Which old snapshots and log segments are deleted, and how often (ZooKeeper's autopurge.*).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Purge {
+    /// Newest snapshots kept, with the log they need; at least 3 (autopurge.snapRetainCount).
+    pub snapshots_retained_count: u32,
+    /// Hours between purges, 0 for never (autopurge.purgeInterval).
+    pub interval_hours: u32,
+}
+
+/// How empty containers and expired TTL nodes are found and deleted (ZooKeeper's
+/// znode.container.* properties).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Containers {
+    /// Time between two looks for empty containers and expired TTL nodes.
+    pub check_interval_ms: u32,
+    /// Age after which a container that never had a child is deleted, 0 for never.
+    pub never_used_interval_ms: u64,
+    /// Containers and TTL nodes deleted per minute at most, so a sweep never floods the log.
+    pub deletes_per_minute_max: u32,
+}
+
+/// The servers of the ensemble and which one this is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cluster {
+    /// This server's id (ZooKeeper's myid file); required when `members` is not empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub my_id: Option<u64>,
+    /// Every server of the ensemble, this one included; empty for a one-node server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<Member>,
+}
+
+/// One server of the ensemble, as a `server.N` line of zoo.cfg describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    /// The server's id: the N of server.N, and what its myid says. Never reused.
+    pub id: u64,
+    /// The host name or IP address other servers reach it at.
+    pub host: String,
+    /// The port servers talk to each other on (ZooKeeper's quorum port, 2888 by convention).
+    pub peer_port: u16,
+    /// ZooKeeper's leader election port (3888 by convention), kept as zoo.cfg gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election_port: Option<u16>,
+    /// Whether it votes.
+    #[serde(default)]
+    pub role: Role,
+    /// Where it serves clients, if its server.N line says so after `;`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<HostPort>,
+}
+
+/// Whether a member votes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A voting member.
+    #[default]
+    Participant,
+    /// A member that replicates and serves clients but does not vote.
+    Observer,
+}
+
+/// The admin HTTP endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Admin {
+    /// Where the admin HTTP server listens; none, the default, for no admin server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<HostPort>,
+}
+
+/// The Prometheus metrics endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Metrics {
+    /// Where `GET /metrics` is served; none, the default, for no metrics endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<HostPort>,
+}
+
+/// A host name or IP address and a port, resolved only when used. Written `host:port`, or
+/// `[v6-address]:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// Host name or IP address, without brackets.
+    pub host: String,
+    /// Port number; 0 asks the system for a free one.
+    pub port: u16,
+}
+
+/// A value, or a combination of values, that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidConfig(pub String);
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML, a value of the wrong type, or an unknown key (the message names it).
+    #[error("{}: {message}", path.display())]
+    Toml { path: PathBuf, message: String },
+    /// A line of a properties file that cannot be read at all.
+    #[error("{}:{line}: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// One key's value is wrong.
+    #[error("{}:{line}: {key}={value}: {reason}", path.display())]
+    Value {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        value: String,
+        reason: String,
+    },
+    /// Values that are each fine but do not work together, or something missing.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: InvalidConfig,
+    },
+}
+
+/// Warden's own tick: ZooKeeper's sample zoo.cfg value (ZooKeeper's built-in default is 3000).
+pub const TICK_TIME_MS_DEFAULT: u32 = 2000;
+/// The default session timeout bounds, in ticks, as ZooKeeper derives them.
+pub const SESSION_TIMEOUT_TICKS_MIN: u32 = 2;
+/// See [`SESSION_TIMEOUT_TICKS_MIN`].
+pub const SESSION_TIMEOUT_TICKS_MAX: u32 = 20;
+/// ZooKeeper never keeps fewer snapshots than this, whatever autopurge.snapRetainCount says.
+pub const SNAPSHOTS_RETAINED_COUNT_MIN: u32 = 3;
+/// ZooKeeper never snapshots more often than every 2 transactions, whatever snapCount says.
+pub const SNAPSHOT_INTERVAL_TXNS_MIN: u64 = 2;
+/// The wildcard address a bare clientPort listens on.
+pub const WILDCARD_HOST: &str = "0.0.0.0";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            client_listen: HostPort::new("127.0.0.1", 2181),
+            data_dir: PathBuf::from("./warden-data"),
+            log_dir: None,
+            tick_time_ms: TICK_TIME_MS_DEFAULT,
+            session_timeout_ms_min: SESSION_TIMEOUT_TICKS_MIN * TICK_TIME_MS_DEFAULT,
+            session_timeout_ms_max: SESSION_TIMEOUT_TICKS_MAX * TICK_TIME_MS_DEFAULT,
+            four_letter_words: vec!["srvr".to_string()],
+            super_digest: None,
+            extended_types_enabled: true,
+            limits: Limits::default(),
+            snapshots: Snapshots::default(),
+            purge: Purge::default(),
+            containers: Containers::default(),
+            cluster: Cluster::default(),
+            admin: Admin::default(),
+            metrics: Metrics::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        const MIB: u32 = 1024 * 1024;
+        Limits {
+            // 16× ZooKeeper's 1 MiB: far above it, as DESIGN.md asks.
+            frame_bytes_max: 16 * MIB,
+            connections_max: 10_000,
+            connections_per_ip_max: 60,
+            outstanding_requests_max: 10_000,
+            outstanding_requests_per_session_max: 1_000,
+            // Room for four responses of the largest size.
+            outbound_queue_bytes_per_session_max: 4 * u64::from(16 * MIB),
+            watches_per_session_max: 1_000_000,
+        }
+    }
+}
+
+impl Default for Snapshots {
+    fn default() -> Self {
+        Snapshots {
+            interval_txns: 100_000,
+        }
+    }
+}
+
+impl Default for Purge {
+    fn default() -> Self {
+        // ZooKeeper leaves purging off and to an operator's cron job; ZooKeeper's cleanup
+        // tools cannot read Warden's files, so Warden purges by itself.
+        Purge {
+            snapshots_retained_count: SNAPSHOTS_RETAINED_COUNT_MIN,
+            interval_hours: 1,
+        }
+    }
+}
+
+impl Default for Containers {
+    fn default() -> Self {
+        Containers {
+            check_interval_ms: 60_000,
+            never_used_interval_ms: 0,
+            deletes_per_minute_max: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Reads Warden's TOML config file. Keys left out take their defaults (the session timeout
+    /// bounds follow the file's `tick_time_ms`); an unknown key is an error naming it.
+    pub fn load_toml(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        parse_toml(&text, path)
+    }
+
+    /// [`Config::load_toml`] for text already in memory.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        parse_toml(text, Path::new("<string>"))
+    }
+
+    /// The whole config as Warden's TOML, every value written out.
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string(self).expect("every Config field has a TOML form")
+    }
+
+    /// Checks that every value is in range and that the values work together.
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        let invalid = |message: String| Err(InvalidConfig(message));
+        if self.client_listen.host.is_empty() {
+            return invalid("client_listen has no host".into());
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return invalid("data_dir is empty".into());
+        }
+        if self.tick_time_ms == 0 {
+            return invalid("tick_time_ms must be at least 1".into());
+        }
+        let (min, max) = (self.session_timeout_ms_min, self.session_timeout_ms_max);
+        if min == 0 {
+            return invalid("session_timeout_ms_min must be at least 1".into());
+        }
+        if max > i32::MAX as u32 {
+            return invalid(format!(
+                "session_timeout_ms_max = {max} does not fit the protocol's 32-bit timeout"
+            ));
+        }
+        if min > max {
+            return invalid(format!(
+                "session_timeout_ms_min = {min} is larger than session_timeout_ms_max = {max}"
+            ));
+        }
+        for word in &self.four_letter_words {
+            if word != "*" && !FOUR_LETTER_WORDS.contains(&word.as_str()) {
+                return invalid(format!(
+                    "four_letter_words: unknown word {word:?} (known: {}, or \"*\" for all)",
+                    FOUR_LETTER_WORDS.join(", ")
+                ));
+            }
+        }
+        if let Some(digest) = &self.super_digest
+            && !digest.contains(':')
+        {
+            return invalid(format!(
+                "super_digest = {digest:?} is not of the form user:base64(sha1(user:password))"
+            ));
+        }
+        self.limits.validate()?;
+        self.snapshots.validate()?;
+        self.purge.validate()?;
+        self.containers.validate()?;
+        self.cluster.validate()
+    }
+
+    /// Whether the four-letter word `word` may be answered.
+    pub fn four_letter_word_enabled(&self, word: &str) -> bool {
+        self.four_letter_words.iter().any(|w| w == "*" || w == word)
+    }
+
+    /// Where the log lives: `log_dir` if set, otherwise `data_dir`.
+    pub fn resolved_log_dir(&self) -> &Path {
+        self.log_dir.as_deref().unwrap_or(&self.data_dir)
+    }
+}
+
+fn parse_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let toml_error = |e: toml::de::Error| ConfigError::Toml {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut config: Config = toml::from_str(text).map_err(toml_error)?;
+    // The session timeout defaults are multiples of whatever tick the file chose.
+    let table: toml::Table = toml::from_str(text).map_err(toml_error)?;
+    if !table.contains_key("session_timeout_ms_min") {
+        config.session_timeout_ms_min = config
+            .tick_time_ms
+            .saturating_mul(SESSION_TIMEOUT_TICKS_MIN);
+    }
+    if !table.contains_key("session_timeout_ms_max") {
+        config.session_timeout_ms_max = config
+            .tick_time_ms
+            .saturating_mul(SESSION_TIMEOUT_TICKS_MAX);
+    }
+    config.validate().map_err(|source| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(config)
+}
+
+impl Limits {
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.frame_bytes_max == 0 || self.frame_bytes_max > i32::MAX as u32 {
+            return Err(InvalidConfig(format!(
+                "limits.frame_bytes_max = {} must be between 1 and {} (a frame's length is a \
+                 signed 32-bit number)",
+                self.frame_bytes_max,
+                i32::MAX
+            )));
+        }
+        for (name, value) in [
+            ("outstanding_requests_max", self.outstanding_requests_max),
+            (
+                "outstanding_requests_per_session_max",
+                self.outstanding_requests_per_session_max,
+            ),
+            ("watches_per_session_max", self.watches_per_session_max),
+        ] {
+            if value == 0 {
+                return Err(InvalidConfig(format!("limits.{name} must be at least 1")));
+            }
+        }
+        if self.outbound_queue_bytes_per_session_max < u64::from(self.frame_bytes_max) {
+            return Err(InvalidConfig(format!(
+                "limits.outbound_queue_bytes_per_session_max = {} is smaller than \
+                 limits.frame_bytes_max = {}: the largest response would never fit",
+                self.outbound_queue_bytes_per_session_max, self.frame_bytes_max
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Snapshots {
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.interval_txns < SNAPSHOT_INTERVAL_TXNS_MIN {
+            return Err(InvalidConfig(format!(
+                "snapshots.interval_txns = {} must be at least {SNAPSHOT_INTERVAL_TXNS_MIN}",
+                self.interval_txns
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Purge {
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.snapshots_retained_count < SNAPSHOTS_RETAINED_COUNT_MIN {
+            return Err(InvalidConfig(format!(
+                "purge.snapshots_retained_count = {} must be at least \
+                 {SNAPSHOTS_RETAINED_COUNT_MIN}",
+                self.snapshots_retained_count
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Containers {
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.check_interval_ms == 0 {
+            return Err(InvalidConfig(
+                "containers.check_interval_ms must be at least 1".into(),
+            ));
+        }
+        if self.deletes_per_minute_max == 0 {
+            return Err(InvalidConfig(
+                "containers.deletes_per_minute_max must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Cluster {
+    /// This server's entry in `members`, if it has one.
+    pub fn me(&self) -> Option<&Member> {
+        let my_id = self.my_id?;
+        self.members.iter().find(|m| m.id == my_id)
+    }
+
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        let invalid = |message: String| Err(InvalidConfig(message));
+        for (i, member) in self.members.iter().enumerate() {
+            if member.host.is_empty() {
+                return invalid(format!("cluster member {} has no host", member.id));
+            }
+            if member.peer_port == 0 {
+                return invalid(format!("cluster member {} has peer_port 0", member.id));
+            }
+            if member.election_port == Some(member.peer_port) {
+                return invalid(format!(
+                    "cluster member {}: peer_port and election_port are both {}",
+                    member.id, member.peer_port
+                ));
+            }
+            if self.members[..i].iter().any(|m| m.id == member.id) {
+                return invalid(format!("cluster member id {} appears twice", member.id));
+            }
+        }
+        if self.members.is_empty() {
+            return Ok(());
+        }
+        if !self.members.iter().any(|m| m.role == Role::Participant) {
+            return invalid("cluster has observers but no participant".into());
+        }
+        match self.my_id {
+            None => invalid("cluster.my_id is required when cluster.members is set".into()),
+            Some(id) if self.me().is_none() => invalid(format!(
+                "cluster.my_id = {id} is not the id of any cluster member"
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+impl HostPort {
+    /// `host:port`.
+    pub fn new(host: impl Into<String>, port: u16) -> HostPort {
+        HostPort {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl FromStr for HostPort {
+    type Err = InvalidConfig;
+
+    fn from_str(s: &str) -> Result<HostPort, InvalidConfig> {
+        let bad = |why: &str| InvalidConfig(format!("{s:?} is not host:port: {why}"));
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (host, after) = rest.split_once(']').ok_or_else(|| bad("no closing ']'"))?;
+            let port = after
+                .strip_prefix(':')
+                .ok_or_else(|| bad("no ':port' after ']'"))?;
+            (host, port)
+        } else {
+            let (host, port) = s.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+            if host.contains(':') {
+                return Err(bad("an IPv6 address needs brackets, as in [::1]:2181"));
+            }
+            (host, port)
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = port
+            .parse()
+            .map_err(|_| bad("the port is not a number from 0 to 65535"))?;
+        Ok(HostPort::new(host, port))
+    }
+}
+
+impl Serialize for HostPort {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostPort {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<HostPort, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster of one member, id 1, followed by `more`.
+    fn one_member(more: &str) -> String {
+        let cluster = "[cluster]\nmy_id = 1\n";
+        format!("{cluster}[[cluster.members]]\nid = 1\nhost = \"a\"\npeer_port = 2888\n{more}")
+    }
+
+    fn toml_error(text: &str) -> String {
+        Config::from_toml_str(text)
+            .expect_err("the config should be refused")
+            .to_string()
+    }
+
+    /// A config with every optional part filled in.
+    fn full_config() -> Config {
+        Config {
+            client_listen: HostPort::new("::1", 2281),
+            data_dir: PathBuf::from("/var/lib/warden"),
+            log_dir: Some(PathBuf::from("/fast-disk/warden-log")),
+            tick_time_ms: 1000,
+            session_timeout_ms_min: 1500,
+            session_timeout_ms_max: 90_000,
+            four_letter_words: vec!["srvr".into(), "ruok".into(), "mntr".into()],
+            super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
+            extended_types_enabled: false,
+            limits: Limits {
+                frame_bytes_max: 4 << 20,
+                connections_max: 0,
+                connections_per_ip_max: 500,
+                outstanding_requests_max: 50_000,
+                outstanding_requests_per_session_max: 64,
+                outbound_queue_bytes_per_session_max: 8 << 20,
+                watches_per_session_max: 10,
+            },
+            snapshots: Snapshots {
+                interval_txns: 5_000,
+            },
+            purge: Purge {
+                snapshots_retained_count: 5,
+                interval_hours: 0,
+            },
+            containers: Containers {
+                check_interval_ms: 1_000,
+                never_used_interval_ms: 30_000,
+                deletes_per_minute_max: 600,
+            },
+            cluster: Cluster {
+                my_id: Some(2),
+                members: vec![
+                    Member {
+                        id: 1,
+                        host: "zk1.example".into(),
+                        peer_port: 2888,
+                        election_port: Some(3888),
+                        role: Role::Participant,
+                        client: Some(HostPort::new("0.0.0.0", 2181)),
+                    },
+                    Member {
+                        id: 2,
+                        host: "10.0.0.2".into(),
+                        peer_port: 2888,
+                        election_port: None,
+                        role: Role::Participant,
+                        client: None,
+                    },
+                    Member {
+                        id: 3,
+                        host: "fe80::3".into(),
+                        peer_port: 2888,
+                        election_port: Some(3888),
+                        role: Role::Observer,
+                        client: None,
+                    },
+                ],
+            },
+            admin: Admin {
+                listen: Some(HostPort::new("127.0.0.1", 8080)),
+            },
+            metrics: Metrics {
+                listen: Some(HostPort::new("0.0.0.0", 7000)),
+            },
+        }
+    }
+
+    #[test]
+    fn default_config_runs_one_node_on_localhost() {
+        let config = Config::default();
+        assert_eq!(config.client_listen.to_string(), "127.0.0.1:2181");
+        assert_eq!(config.data_dir, PathBuf::from("./warden-data"));
+        assert_eq!(config.resolved_log_dir(), Path::new("./warden-data"));
+        assert_eq!(config.tick_time_ms, 2000);
+        assert_eq!(config.session_timeout_ms_min, 4000);
+        assert_eq!(config.session_timeout_ms_max, 40_000);
+        assert_eq!(config.four_letter_words, ["srvr"]);
+        assert!(config.four_letter_word_enabled("srvr"));
+        assert!(!config.four_letter_word_enabled("ruok"));
+        assert!(config.extended_types_enabled);
+        assert_eq!(config.super_digest, None);
+        assert_eq!(config.limits.frame_bytes_max, 16 << 20);
+        assert_eq!(config.limits.connections_per_ip_max, 60);
+        assert_eq!(config.snapshots.interval_txns, 100_000);
+        assert_eq!(config.purge.snapshots_retained_count, 3);
+        assert_eq!(config.containers.check_interval_ms, 60_000);
+        assert_eq!(config.containers.never_used_interval_ms, 0);
+        assert!(config.cluster.members.is_empty());
+        assert_eq!(config.cluster.my_id, None);
+        assert_eq!(config.admin.listen, None);
+        assert_eq!(config.metrics.listen, None);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_defaults_documented_in_docs_config_md_are_the_defaults() {
+        let doc = include_str!("../../../docs/config.md");
+        let block = doc.split("```toml\n").nth(1).unwrap();
+        let block = block.split("```").next().unwrap();
+        assert_eq!(Config::from_toml_str(block).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn empty_toml_is_the_default() {
+        assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn session_timeout_defaults_follow_the_files_tick() {
+        let config = Config::from_toml_str("tick_time_ms = 500").unwrap();
+        assert_eq!(config.session_timeout_ms_min, 1000);
+        assert_eq!(config.session_timeout_ms_max, 10_000);
+
+        let config =
+            Config::from_toml_str("tick_time_ms = 500\nsession_timeout_ms_max = 3000").unwrap();
+        assert_eq!(config.session_timeout_ms_min, 1000);
+        assert_eq!(config.session_timeout_ms_max, 3000);
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        for config in [Config::default(), full_config()] {
+            let text = config.to_toml_string();
+            assert_eq!(Config::from_toml_str(&text).unwrap(), config, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_hand_written_toml_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.toml");
+        std::fs::write(
+            &path,
+            r#"
+            client_listen = "0.0.0.0:2181"
+            data_dir = "/var/lib/warden"
+            four_letter_words = ["*"]
+
+            [limits]
+            frame_bytes_max = 1048575
+
+            [cluster]
+            my_id = 1
+            [[cluster.members]]
+            id = 1
+            host = "127.0.0.1"
+            peer_port = 2888
+            [[cluster.members]]
+            id = 2
+            host = "127.0.0.1"
+            peer_port = 2889
+            role = "observer"
+            client = "127.0.0.1:2182"
+            "#,
+        )
+        .unwrap();
+        let config = Config::load_toml(&path).unwrap();
+        assert_eq!(config.client_listen, HostPort::new("0.0.0.0", 2181));
+        assert!(config.four_letter_word_enabled("mntr"));
+        assert_eq!(config.limits.frame_bytes_max, 1_048_575);
+        assert_eq!(config.limits.connections_max, 10_000, "untouched default");
+        assert_eq!(config.cluster.me().unwrap().peer_port, 2888);
+        assert_eq!(config.cluster.members[1].role, Role::Observer);
+        assert_eq!(
+            config.cluster.members[1].client,
+            Some(HostPort::new("127.0.0.1", 2182))
+        );
+    }
+
+    #[test]
+    fn unknown_toml_keys_are_errors_naming_the_key() {
+        for (text, key) in [
+            ("tick_time = 2000", "tick_time"),
+            ("[limits]\nframe_bytes = 10", "frame_bytes"),
+            ("[snapshot]\ninterval_txns = 10", "snapshot"),
+            (&one_member("port = 2"), "port"),
+        ] {
+            let message = toml_error(text);
+            assert!(message.contains(&format!("`{key}`")), "{message}");
+        }
+    }
+
+    #[test]
+    fn missing_file_is_a_read_error() {
+        let err = Config::load_toml("/nonexistent/warden.toml").unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/warden.toml"));
+    }
+
+    #[test]
+    fn wrong_types_and_bad_addresses_are_errors() {
+        for (text, needle) in [
+            ("tick_time_ms = \"fast\"", "tick_time_ms"),
+            ("tick_time_ms = -1", "tick_time_ms"),
+            ("client_listen = \"localhost\"", "no port"),
+            ("client_listen = \"::1:2181\"", "brackets"),
+            ("client_listen = \"[::1]:99999\"", "0 to 65535"),
+            ("[admin]\nlisten = \":80\"", "no host"),
+        ] {
+            let message = toml_error(text);
+            assert!(message.contains(needle), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn values_that_do_not_work_together_are_refused() {
+        for (text, needle) in [
+            ("tick_time_ms = 0", "tick_time_ms must be at least 1"),
+            (
+                "session_timeout_ms_min = 50000",
+                "session_timeout_ms_min = 50000 is larger than session_timeout_ms_max = 40000",
+            ),
+            (
+                "session_timeout_ms_max = 3000000000",
+                "session_timeout_ms_max = 3000000000",
+            ),
+            ("four_letter_words = [\"ruok\", \"rouk\"]", "\"rouk\""),
+            ("super_digest = \"nocolon\"", "super_digest"),
+            ("[limits]\nframe_bytes_max = 0", "frame_bytes_max"),
+            ("[limits]\nframe_bytes_max = 3000000000", "frame_bytes_max"),
+            (
+                "[limits]\noutbound_queue_bytes_per_session_max = 1024",
+                "the largest response would never fit",
+            ),
+            (
+                "[limits]\nwatches_per_session_max = 0",
+                "watches_per_session_max",
+            ),
+            ("[snapshots]\ninterval_txns = 1", "interval_txns"),
+            (
+                "[purge]\nsnapshots_retained_count = 2",
+                "snapshots_retained_count",
+            ),
+            ("[containers]\ncheck_interval_ms = 0", "check_interval_ms"),
+            (
+                "[[cluster.members]]\nid = 1\nhost = \"a\"\npeer_port = 2888",
+                "cluster.my_id is required",
+            ),
+            (
+                &one_member("").replace("my_id = 1", "my_id = 4"),
+                "my_id = 4 is not the id of any cluster member",
+            ),
+            (
+                &one_member("[[cluster.members]]\nid = 1\nhost = \"b\"\npeer_port = 2888"),
+                "id 1 appears twice",
+            ),
+            (
+                &one_member("election_port = 2888"),
+                "peer_port and election_port are both 2888",
+            ),
+            (
+                &one_member("role = \"observer\""),
+                "observers but no participant",
+            ),
+        ] {
+            let err = Config::from_toml_str(text).expect_err(text);
+            assert!(matches!(err, ConfigError::Invalid { .. }), "{text}: {err}");
+            let message = err.to_string();
+            assert!(message.contains(needle), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn host_port_text_form() {
+        for (text, host, port) in [
+            ("127.0.0.1:2181", "127.0.0.1", 2181),
+            ("zk1.example:0", "zk1.example", 0),
+            ("[::1]:2181", "::1", 2181),
+            ("[fe80::1%eth0]:2888", "fe80::1%eth0", 2888),
+        ] {
+            let parsed: HostPort = text.parse().unwrap();
+            assert_eq!(parsed, HostPort::new(host, port));
+            assert_eq!(parsed.to_string(), text);
+        }
+        for bad in [
+            "",
+            "2181",
+            ":2181",
+            "host:",
+            "host:x",
+            "[::1]2181",
+            "[::1:2181",
+            "a:b:1",
+        ] {
+            assert!(bad.parse::<HostPort>().is_err(), "{bad:?}");
+        }
+    }
+}

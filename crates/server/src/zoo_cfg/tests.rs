@@ -1,0 +1,790 @@
+//! zoo.cfg files as operators and test harnesses write them, and every way one can be wrong.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::config::{Cluster, Member};
+
+/// A temporary directory holding zoo.cfg files; `@DIR@` in a file's text stands for it.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path().join(name);
+        let text = text.replace("@DIR@", self.path().to_str().unwrap());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn myid(&self, dir: &str, contents: &str) {
+        self.write(&format!("{dir}/myid"), contents);
+    }
+
+    fn load(&self, text: &str) -> Result<(Config, Vec<Warning>), ConfigError> {
+        Config::from_zoo_cfg(self.write("zoo.cfg", text))
+    }
+}
+
+/// Reads `text` (after "dataDir=@DIR@/data" and "clientPort=2181", so its own lines start at
+/// line 3).
+fn load(text: &str) -> Result<(Config, Vec<Warning>), ConfigError> {
+    Scratch::new().load(&format!("dataDir=@DIR@/data\nclientPort=2181\n{text}"))
+}
+
+fn config(text: &str) -> Config {
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(warnings, [], "{text}");
+    config
+}
+
+fn warnings(text: &str) -> Vec<(usize, String, WarningKind)> {
+    let (_, warnings) = load(text).unwrap();
+    warnings
+        .into_iter()
+        .map(|w| (w.line, w.key, w.kind))
+        .collect()
+}
+
+fn invalid(text: &str) -> String {
+    match load(text) {
+        Err(err @ ConfigError::Invalid { .. }) => err.to_string(),
+        other => panic!("{text}: expected an Invalid error, got {other:?}"),
+    }
+}
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/zoo_cfg/testdata")
+        .join(name);
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn zoo_sample_cfg() {
+    let scratch = Scratch::new();
+    let (config, warnings) = scratch.load(&fixture("zoo_sample.cfg")).unwrap();
+    assert_eq!(warnings, []);
+    assert_eq!(config.tick_time_ms, 2000);
+    assert_eq!(config.data_dir, scratch.path().join("zookeeper"));
+    assert_eq!(config.log_dir, None);
+    assert_eq!(config.resolved_log_dir(), config.data_dir);
+    assert_eq!(config.client_listen, HostPort::new("0.0.0.0", 2181));
+    assert_eq!(config.session_timeout_ms_min, 4000);
+    assert_eq!(config.session_timeout_ms_max, 40_000);
+    assert_eq!(config.limits.connections_per_ip_max, 60);
+    assert_eq!(config.four_letter_words, ["srvr"]);
+    assert_eq!(config.cluster, Cluster::default());
+    assert_eq!(config.admin.listen, None);
+    assert_eq!(config.metrics.listen, None);
+}
+
+#[test]
+fn zoo_sample_cfg_with_its_commented_settings_turned_on() {
+    let text = fixture("zoo_sample.cfg").replace("\n#", "\n");
+    let text = text
+        .lines()
+        .filter(|l| l.contains('=') || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (config, warnings) = Scratch::new().load(&text).unwrap();
+    assert_eq!(warnings, []);
+    assert_eq!(config.limits.connections_per_ip_max, 60);
+    assert_eq!(config.purge.snapshots_retained_count, 3);
+    assert_eq!(config.purge.interval_hours, 1);
+    assert_eq!(config.metrics.listen, Some(HostPort::new("0.0.0.0", 7000)));
+}
+
+#[test]
+fn three_server_ensemble_each_with_its_myid() {
+    let scratch = Scratch::new();
+    let members: Vec<Member> = (1..=3)
+        .map(|id| Member {
+            id,
+            host: format!("zoo{id}.example"),
+            peer_port: 2888,
+            election_port: Some(3888),
+            role: Role::Participant,
+            client: None,
+        })
+        .collect();
+    for id in 1..=3u64 {
+        scratch.myid(&format!("zk{id}"), &format!("{id}\n"));
+        let text = fixture("ensemble.cfg").replace("@ID@", &id.to_string());
+        let path = scratch.write(&format!("zoo{id}.cfg"), &text);
+        let (config, warnings) = Config::from_zoo_cfg(&path).unwrap();
+        assert_eq!(warnings, []);
+        assert_eq!(config.cluster.my_id, Some(id));
+        assert_eq!(config.cluster.members, members);
+        assert_eq!(
+            config.cluster.me().unwrap().host,
+            format!("zoo{id}.example")
+        );
+        assert_eq!(config.data_dir, scratch.path().join(format!("zk{id}")));
+        assert_eq!(
+            config.log_dir,
+            Some(scratch.path().join(format!("zk{id}-log")))
+        );
+        assert_eq!(config.client_listen, HostPort::new("0.0.0.0", 2181));
+        assert_eq!(config.limits.connections_per_ip_max, 100);
+        assert_eq!(config.purge.snapshots_retained_count, 5);
+        assert_eq!(config.purge.interval_hours, 24);
+        assert_eq!(config.four_letter_words, ["srvr", "ruok", "mntr"]);
+    }
+}
+
+#[test]
+fn go_zookeeper_harness_standalone() {
+    let scratch = Scratch::new();
+    let (config, warnings) = scratch
+        .load(&fixture("go_zookeeper_standalone.cfg"))
+        .unwrap();
+    assert_eq!(config.client_listen, HostPort::new("0.0.0.0", 12000));
+    assert_eq!(config.data_dir, scratch.path().join("srv1"));
+    assert_eq!(config.tick_time_ms, 500);
+    assert_eq!(config.session_timeout_ms_min, 1000);
+    assert_eq!(config.session_timeout_ms_max, 10_000);
+    assert!(config.four_letter_word_enabled("ruok"));
+    assert!(config.four_letter_word_enabled("srvr"));
+    assert_eq!(config.admin.listen, None);
+    assert_eq!(config.cluster, Cluster::default());
+    // The harness asks for reconfig, which Warden answers ReconfigDisabled.
+    let kinds: Vec<(&str, &WarningKind)> =
+        warnings.iter().map(|w| (w.key.as_str(), &w.kind)).collect();
+    assert!(
+        matches!(
+            kinds[..],
+            [("reconfigEnabled", WarningKind::Unsupported(_))]
+        ),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn go_zookeeper_harness_three_servers() {
+    let scratch = Scratch::new();
+    scratch.myid("srv2", "2\n");
+    let (config, warnings) = scratch
+        .load(&fixture("go_zookeeper_cluster_srv2.cfg"))
+        .unwrap();
+    assert_eq!(config.client_listen, HostPort::new("0.0.0.0", 12003));
+    assert_eq!(config.cluster.my_id, Some(2));
+    let ports: Vec<(u64, &str, u16, Option<u16>)> = config
+        .cluster
+        .members
+        .iter()
+        .map(|m| (m.id, m.host.as_str(), m.peer_port, m.election_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            (1, "127.0.0.1", 12001, Some(12002)),
+            (2, "127.0.0.1", 12004, Some(12005)),
+            (3, "127.0.0.1", 12007, Some(12008)),
+        ]
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].key, "reconfigEnabled");
+}
+
+#[test]
+fn server_lines_with_roles_client_addresses_and_ipv6() {
+    let scratch = Scratch::new();
+    scratch.myid("data", "3");
+    let (config, warnings) = scratch
+        .load(
+            "dataDir=@DIR@/data\n\
+             server.1=10.0.0.1:2888:3888;2181\n\
+             server.2=10.0.0.2:2888:3888:participant;10.0.0.2:2182\n\
+             server.3=[fe80::3]:2888:3888:Observer;[::]:2183\n\
+             server.4 = zoo4:2888:3888:\\\n    observer\n",
+        )
+        .unwrap();
+    assert_eq!(warnings, []);
+    let members = &config.cluster.members;
+    assert_eq!(members[0].client, Some(HostPort::new("0.0.0.0", 2181)));
+    assert_eq!(members[1].role, Role::Participant);
+    assert_eq!(members[1].client, Some(HostPort::new("10.0.0.2", 2182)));
+    assert_eq!(members[2].host, "fe80::3");
+    assert_eq!(members[2].role, Role::Observer);
+    assert_eq!(members[3].role, Role::Observer);
+    assert_eq!(members[3].client, None);
+    // No clientPort: this server's own server.N line gives the client address.
+    assert_eq!(config.client_listen.to_string(), "[::]:2183");
+}
+
+#[test]
+fn client_port_address_and_client_port() {
+    let c = config("clientPortAddress=127.0.0.1\n");
+    assert_eq!(c.client_listen, HostPort::new("127.0.0.1", 2181));
+    let c = config("clientPortAddress=::1\n");
+    assert_eq!(c.client_listen.to_string(), "[::1]:2181");
+    let c = config("clientPortAddress=[::1]\n");
+    assert_eq!(c.client_listen.to_string(), "[::1]:2181");
+    let (c, _) = Scratch::new()
+        .load("dataDir=@DIR@/d\nclientPort=0\n")
+        .unwrap();
+    assert_eq!(
+        c.client_listen,
+        HostPort::new("0.0.0.0", 0),
+        "any free port"
+    );
+}
+
+#[test]
+fn clientport_may_agree_with_this_servers_line() {
+    let scratch = Scratch::new();
+    scratch.myid("data", "1");
+    let text = "dataDir=@DIR@/data\nclientPort=2181\n\
+                server.1=a:2888:3888;127.0.0.1:2181\nserver.2=b:2888:3888\nserver.3=c:2888:3888\n";
+    let (config, _) = scratch.load(text).unwrap();
+    assert_eq!(config.client_listen, HostPort::new("127.0.0.1", 2181));
+    let err = scratch
+        .load(&text.replace("clientPort=2181", "clientPort=2182"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("server.1, line 3")
+            && err.contains("127.0.0.1:2181")
+            && err.contains("0.0.0.0:2182"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zookeeper_defaults_where_the_file_is_silent() {
+    let c = config("");
+    assert_eq!(c.tick_time_ms, 3000, "ZooKeeper's DEFAULT_TICK_TIME");
+    assert_eq!(c.session_timeout_ms_min, 6000);
+    assert_eq!(c.session_timeout_ms_max, 60_000);
+    assert_eq!(c.log_dir, None);
+    assert_eq!(c.four_letter_words, ["srvr"]);
+    // What ZooKeeper lacks keeps Warden's default.
+    assert_eq!(c.limits, crate::config::Limits::default());
+    assert!(c.extended_types_enabled);
+    assert_eq!(c.purge.interval_hours, 1);
+}
+
+#[test]
+fn session_timeouts() {
+    let c = config("tickTime=1000\nminSessionTimeout=1500\nmaxSessionTimeout=-1\n");
+    assert_eq!(
+        (c.session_timeout_ms_min, c.session_timeout_ms_max),
+        (1500, 20_000)
+    );
+    let c = config("tickTime=1000\nminSessionTimeout=-1\nmaxSessionTimeout=5000\n");
+    assert_eq!(
+        (c.session_timeout_ms_min, c.session_timeout_ms_max),
+        (2000, 5000)
+    );
+}
+
+#[test]
+fn zookeeper_system_properties_with_or_without_their_prefix() {
+    let digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+    for prefix in ["", "zookeeper."] {
+        let c = config(&format!(
+            "{prefix}DigestAuthenticationProvider.superDigest={digest}\n\
+             {prefix}extendedTypesEnabled=false\n\
+             {prefix}znode.container.checkIntervalMs=1000\n\
+             {prefix}znode.container.maxNeverUsedIntervalMs=0x7530\n\
+             {prefix}znode.container.maxPerMinute=600\n\
+             {prefix}jute.maxbuffer=0x2000000\n\
+             {prefix}snapCount=50000\n\
+             {prefix}maxCnxns=0\n\
+             {prefix}globalOutstandingLimit=#3e8\n\
+             {prefix}4lw.commands.whitelist=stat, ruok, conf, isro\n\
+             {prefix}emulate353TTLNodes=true\n"
+        ));
+        assert_eq!(c.super_digest.as_deref(), Some(digest));
+        assert!(!c.extended_types_enabled);
+        assert_eq!(c.containers.check_interval_ms, 1000);
+        assert_eq!(c.containers.never_used_interval_ms, 30_000);
+        assert_eq!(c.containers.deletes_per_minute_max, 600);
+        assert_eq!(c.limits.frame_bytes_max, 32 << 20);
+        assert!(c.limits.outbound_queue_bytes_per_session_max >= 4 * (32 << 20));
+        assert_eq!(c.snapshots.interval_txns, 50_000);
+        assert_eq!(c.limits.connections_max, 0);
+        assert_eq!(c.limits.outstanding_requests_max, 1000);
+        assert_eq!(
+            c.four_letter_words,
+            ["srvr", "stat", "ruok", "conf", "isro"]
+        );
+    }
+}
+
+#[test]
+fn four_letter_word_whitelist() {
+    assert_eq!(
+        config("4lw.commands.whitelist=*\n").four_letter_words,
+        ["*"]
+    );
+    assert_eq!(
+        config("4lw.commands.whitelist=ruok, *\n").four_letter_words,
+        ["*"]
+    );
+    assert_eq!(
+        config("4lw.commands.whitelist=\n").four_letter_words,
+        ["srvr"],
+        "ZooKeeper always answers srvr"
+    );
+    assert_eq!(
+        warnings("4lw.commands.whitelist=ruok,rouk\n"),
+        [(
+            3,
+            "4lw.commands.whitelist".to_string(),
+            WarningKind::Adjusted("unknown four-letter word \"rouk\" left out".into())
+        )]
+    );
+    let (c, _) = load("readonlymode.enabled=true\n4lw.commands.whitelist=ruok\n").unwrap();
+    assert_eq!(c.four_letter_words, ["srvr", "ruok", "isro"]);
+}
+
+#[test]
+fn admin_and_metrics_endpoints() {
+    assert_eq!(config("admin.enableServer=true\n").admin.listen, None);
+    assert_eq!(
+        config("admin.serverPort=9090\n").admin.listen,
+        Some(HostPort::new("0.0.0.0", 9090))
+    );
+    assert_eq!(
+        config("admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\n")
+            .admin
+            .listen,
+        Some(HostPort::new("127.0.0.1", 9090))
+    );
+    assert_eq!(
+        config("admin.enableServer=false\nadmin.serverPort=9090\n")
+            .admin
+            .listen,
+        None
+    );
+    let prometheus = "metricsProvider.className=\
+                      org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n";
+    assert_eq!(
+        config(&format!(
+            "{prometheus}metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort=7001\n\
+             metricsProvider.exportJvmInfo=false\n"
+        ))
+        .metrics
+        .listen,
+        Some(HostPort::new("127.0.0.1", 7001))
+    );
+    assert_eq!(
+        config("metricsProvider.httpPort=7001\n").metrics.listen,
+        None
+    );
+}
+
+#[test]
+fn properties_syntax_as_java_reads_it() {
+    let c = config(
+        "  # indented comment\n\
+         ! bang comment\n\
+         tickTime : 1000\n\
+         maxClientCnxns 10\n\
+         4lw.commands.whitelist=ruok,\\\n    stat\n",
+    );
+    assert_eq!(c.tick_time_ms, 1000);
+    assert_eq!(c.limits.connections_per_ip_max, 10);
+    assert_eq!(c.four_letter_words, ["srvr", "ruok", "stat"]);
+
+    let err = load("tickTime=\\u00zz\n").unwrap_err();
+    assert!(
+        matches!(err, ConfigError::Syntax { line: 3, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn non_ascii_data_dirs() {
+    let scratch = Scratch::new();
+    let (c, _) = scratch
+        .load("dataDir=@DIR@/données\nclientPort=2181\n")
+        .unwrap();
+    assert_eq!(c.data_dir, scratch.path().join("données"));
+    // Not UTF-8: read as ISO-8859-1, as Java reads it.
+    let path = scratch.path().join("latin1.cfg");
+    let mut bytes = format!("dataDir={}/donn", scratch.path().display()).into_bytes();
+    bytes.extend_from_slice(b"\xe9es\nclientPort=2181\n");
+    std::fs::write(&path, bytes).unwrap();
+    let (c, _) = Config::from_zoo_cfg(&path).unwrap();
+    assert_eq!(c.data_dir, scratch.path().join("données"));
+}
+
+#[test]
+fn dynamic_config_file() {
+    let scratch = Scratch::new();
+    scratch.myid("data", "2");
+    scratch.write(
+        "zoo.cfg.dynamic.100000000",
+        "server.1=a:2888:3888:participant;0.0.0.0:2181\n\
+         server.2=b:2888:3888:participant;0.0.0.0:2182\n\
+         server.3=c:2888:3888:participant;0.0.0.0:2183\n\
+         version=100000000\n",
+    );
+    let main = "dataDir=@DIR@/data\ndynamicConfigFile=@DIR@/zoo.cfg.dynamic.100000000\n";
+    let (c, warnings) = scratch.load(main).unwrap();
+    assert_eq!(warnings, []);
+    assert_eq!(c.cluster.members.len(), 3);
+    assert_eq!(c.client_listen, HostPort::new("0.0.0.0", 2182));
+
+    let err = scratch
+        .load(&format!("{main}server.1=a:2888:3888\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("server.1 (line 3) must be in the dynamic config file"),
+        "{err}"
+    );
+
+    scratch.write(
+        "zoo.cfg.dynamic.100000000",
+        "server.1=a:2888:3888\ntickTime=5\n",
+    );
+    let err = scratch.load(main).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Value { path, key, line: 2, .. }
+            if key == "tickTime" && path.ends_with("zoo.cfg.dynamic.100000000")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_single_server_line_runs_standalone_as_in_zookeeper() {
+    let scratch = Scratch::new();
+    scratch.myid("data", "1\n");
+    let (c, warnings) = scratch
+        .load("dataDir=@DIR@/data\nserver.1=localhost:2888:3888;2191\n")
+        .unwrap();
+    assert_eq!(c.cluster.members, []);
+    assert_eq!(c.cluster.my_id, Some(1));
+    assert_eq!(c.client_listen, HostPort::new("0.0.0.0", 2191));
+    assert!(
+        matches!(&warnings[..], [w] if w.key == "server.1" && w.line == 2),
+        "{warnings:?}"
+    );
+
+    // With standaloneEnabled=false the same line is a one-server ensemble.
+    let (c, warnings) = scratch
+        .load("dataDir=@DIR@/data\nstandaloneEnabled=false\nserver.1=localhost:2888:3888;2191\n")
+        .unwrap();
+    assert_eq!(warnings, []);
+    assert_eq!(c.cluster.members.len(), 1);
+    assert_eq!(c.cluster.my_id, Some(1));
+}
+
+#[test]
+fn unknown_keys_are_warnings_naming_key_and_line() {
+    let (c, warnings) = load("tickTime=2000\nfooBar=1\n\nzookeeper.clientPort=7\n").unwrap();
+    assert_eq!(c.tick_time_ms, 2000);
+    let found: Vec<(usize, &str, &WarningKind)> = warnings
+        .iter()
+        .map(|w| (w.line, w.key.as_str(), &w.kind))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (4, "fooBar", &WarningKind::UnknownKey),
+            (6, "zookeeper.clientPort", &WarningKind::UnknownKey)
+        ]
+    );
+    let text = warnings[0].to_string();
+    assert!(
+        text.ends_with("zoo.cfg:4: fooBar: unknown key, ignored"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_repeated_key_warns_and_the_last_value_wins() {
+    let (c, warnings) = load("clientPort=2182\n").unwrap();
+    assert_eq!(c.client_listen.port, 2182);
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].line, 2);
+    assert_eq!(warnings[0].kind, WarningKind::Overridden { by_line: 3 });
+}
+
+#[test]
+fn settings_warden_does_not_honour_warn() {
+    for line in [
+        "forceSync=no",
+        "reconfigEnabled=true",
+        "secureClientPort=2281",
+        "readonlymode.enabled=true",
+        "skipACL=yes",
+        "localSessionsEnabled=true",
+        "sslQuorum=true",
+        "quorum.auth.enableSasl=true",
+        "quorumListenOnAllIPs=true",
+        "zookeeper.enforceQuota=true",
+        "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        "metricsProvider.className=com.example.StatsdProvider",
+        "oraclePath=/oracle",
+    ] {
+        let found = warnings(&format!("{line}\n"));
+        let key = line.split('=').next().unwrap();
+        assert!(
+            matches!(&found[..], [(3, k, WarningKind::Unsupported(_))] if k == key),
+            "{line}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn zookeeper_tuning_and_settings_already_true_of_warden_are_silent() {
+    config(
+        "initLimit=10\nsyncLimit=5\nconnectToLearnerMasterLimit=10\nelectionAlg=3\n\
+         peerType=participant\nsyncEnabled=true\nstandaloneEnabled=true\nreconfigEnabled=false\n\
+         forceSync=yes\nskipACL=no\npreAllocSize=65536\nsnapSizeLimitInKb=4194304\n\
+         admin.enableServer=false\nadmin.idleTimeout=30000\nssl.keyStore.location=/k\n\
+         zookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         authProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider\n\
+         metricsProvider.exportJvmInfo=true\njvm.pause.monitor=false\n\
+         quorum.cnxn.threads.size=20\nmultiAddress.enabled=false\nlearner.asyncSending=true\n",
+    );
+}
+
+#[test]
+fn values_zookeeper_adjusts_are_adjusted_with_a_warning() {
+    let (c, warnings) =
+        load("autopurge.snapRetainCount=1\nsnapCount=1\nmaxCnxns=-5\nautopurge.purgeInterval=-2\n")
+            .unwrap();
+    assert_eq!(c.purge.snapshots_retained_count, 3);
+    assert_eq!(c.snapshots.interval_txns, 2);
+    assert_eq!(c.limits.connections_max, 0);
+    assert_eq!(
+        c.purge.interval_hours, 0,
+        "ZooKeeper: zero or negative is off"
+    );
+    let adjusted: Vec<(usize, &str)> = warnings
+        .iter()
+        .filter(|w| matches!(w.kind, WarningKind::Adjusted(_)))
+        .map(|w| (w.line, w.key.as_str()))
+        .collect();
+    assert_eq!(
+        adjusted,
+        [
+            (3, "autopurge.snapRetainCount"),
+            (4, "snapCount"),
+            (5, "maxCnxns")
+        ]
+    );
+}
+
+#[test]
+fn each_bad_value_is_an_error_naming_key_value_and_line() {
+    for line in [
+        "clientPort=abc",
+        "clientPort=65536",
+        "clientPort=-1",
+        "clientPort=2181 # the client port",
+        "clientPortAddress=",
+        "tickTime=0",
+        "tickTime=-5",
+        "tickTime=fast",
+        "tickTime=200000000",
+        "minSessionTimeout=0",
+        "minSessionTimeout=-2",
+        "maxSessionTimeout=4s",
+        "maxClientCnxns=-1",
+        "initLimit=ten",
+        "electionAlg=1",
+        "peerType=leader",
+        "standaloneEnabled=maybe",
+        "reconfigEnabled=yes",
+        "extendedTypesEnabled=yes",
+        "zookeeper.extendedTypesEnabled=1",
+        "snapCount=lots",
+        "jute.maxbuffer=0",
+        "jute.maxbuffer=1M",
+        "jute.maxbuffer=4294967296",
+        "globalOutstandingLimit=0",
+        "autopurge.purgeInterval=hourly",
+        "autopurge.snapRetainCount=3.5",
+        "znode.container.checkIntervalMs=0",
+        "znode.container.maxNeverUsedIntervalMs=-1",
+        "DigestAuthenticationProvider.superDigest=secret",
+        "admin.serverPort=99999",
+        "metricsProvider.httpPort=x",
+        "dataLogDir=",
+        "server.1=zoo1:2888",
+        "server.1=zoo1:2888:2888",
+        "server.1=zoo1:2888:38x8",
+        "server.1=zoo1:0:3888",
+        "server.1=zoo1:2888:3888:leader",
+        "server.1=zoo1:2888:3888:observer:extra",
+        "server.1=zoo1:2888:3888;2181;2182",
+        "server.1=zoo1:2888:3888;host:port",
+        "server.1=zoo1:2888:3888;a:b:2181",
+        "server.1=zoo1:2888:3888|zoo1b:2888:3888",
+        "server.1=[::1:2888:3888",
+        "server.1=[::1]",
+        "server.1=:2888:3888",
+        "server.x=zoo1:2888:3888",
+        "server.=zoo1:2888:3888",
+        "server.-1=zoo1:2888:3888",
+        "group.1=1:2:3",
+        "weight.1=1",
+    ] {
+        let (key, value) = line.split_once('=').unwrap();
+        match load(&format!("{line}\n")) {
+            Err(err @ ConfigError::Value { .. }) => {
+                let ConfigError::Value {
+                    line: at,
+                    key: k,
+                    value: v,
+                    ..
+                } = &err
+                else {
+                    unreachable!()
+                };
+                assert_eq!((*at, k.as_str(), v.as_str()), (3, key, value), "{line}");
+                let message = err.to_string();
+                assert!(
+                    message.contains(&format!("zoo.cfg:3: {line}: ")),
+                    "{message}"
+                );
+            }
+            other => panic!("{line}: expected a bad value error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_hint_about_end_of_line_comments() {
+    let err = load("clientPort=2181 # the client port\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no comments at the end of a line"), "{err}");
+}
+
+#[test]
+fn a_server_id_given_twice() {
+    let err = load("server.1=a:2888:3888\nserver.01=b:2888:3888\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("server 1 is already given on line 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn values_that_do_not_work_together_are_errors_naming_both() {
+    let message = invalid("tickTime=2000\nmaxSessionTimeout=3000\n");
+    assert!(
+        message.contains("minSessionTimeout=4000 (2 × tickTime on line 3)")
+            && message.contains("maxSessionTimeout=3000 (line 4)"),
+        "{message}"
+    );
+    let message = invalid("minSessionTimeout=9000\nmaxSessionTimeout=8000\n");
+    assert!(
+        message.contains(
+            "minSessionTimeout=9000 (line 3) is larger than maxSessionTimeout=8000 (line 4)"
+        ),
+        "{message}"
+    );
+    let message = invalid("maxSessionTimeout=5000\n");
+    assert!(message.contains("(2 × the default tickTime)"), "{message}");
+    let message = invalid("server.1=a:2888:3888:observer\n");
+    assert!(
+        message.contains("observers but no participant"),
+        "{message}"
+    );
+    let message = invalid("standaloneEnabled=false\n");
+    assert!(
+        message.contains("standaloneEnabled=false needs"),
+        "{message}"
+    );
+    let message = invalid("server.1=a:2888:3888\nserver.2=b:2888:3888:observer\n");
+    assert!(message.contains("observers need an ensemble"), "{message}");
+}
+
+#[test]
+fn missing_settings() {
+    let scratch = Scratch::new();
+    let err = scratch.load("clientPort=2181\n").unwrap_err().to_string();
+    assert!(err.contains("dataDir is not set"), "{err}");
+    let err = scratch.load("dataDir=@DIR@/d\n").unwrap_err().to_string();
+    assert!(err.contains("clientPort is not set"), "{err}");
+    let err = scratch
+        .load("dataDir=@DIR@/d\nclientPortAddress=127.0.0.1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("clientPortAddress is set (line 2) but clientPort is not"),
+        "{err}"
+    );
+    let err = Config::from_zoo_cfg(scratch.path().join("absent.cfg")).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+}
+
+#[test]
+fn myid_problems_when_server_lines_exist() {
+    let ensemble = "dataDir=@DIR@/data\nclientPort=2181\n\
+                    server.1=a:2888:3888\nserver.2=b:2888:3888\nserver.3=c:2888:3888\n";
+    let scratch = Scratch::new();
+    let myid_error = |scratch: &Scratch| match scratch.load(ensemble) {
+        Err(err @ ConfigError::Invalid { .. }) => {
+            let ConfigError::Invalid { path, .. } = &err else {
+                unreachable!()
+            };
+            assert_eq!(path, &scratch.path().join("data/myid"));
+            err.to_string()
+        }
+        other => panic!("expected a myid error, got {other:?}"),
+    };
+    assert!(myid_error(&scratch).contains("myid file is missing"));
+    for garbled in ["", "one\n", "-1", "1.0", "0x1", "99999999999999999999999"] {
+        scratch.myid("data", garbled);
+        let message = myid_error(&scratch);
+        assert!(
+            message.contains(&format!("{:?} is not a server id", garbled.trim())),
+            "{message}"
+        );
+    }
+    scratch.myid("data", "4\n");
+    assert!(myid_error(&scratch).contains("myid is 4 but there is no server.4 line"));
+    scratch.myid("data", " 2 \r\nrest is ignored");
+    let (c, _) = scratch.load(ensemble).unwrap();
+    assert_eq!(c.cluster.my_id, Some(2));
+
+    // ZooKeeper reads a myid file even standalone, and refuses a garbled one.
+    scratch.myid("data", "two");
+    let err = scratch
+        .load("dataDir=@DIR@/data\nclientPort=2181\n")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("\"two\" is not a server id"),
+        "{err}"
+    );
+}
+
+#[test]
+fn java_number_forms() {
+    assert_eq!(java_decode("100"), Some(100));
+    assert_eq!(java_decode("+100"), Some(100));
+    assert_eq!(java_decode("-100"), Some(-100));
+    assert_eq!(java_decode("0x1F"), Some(31));
+    assert_eq!(java_decode("0X1f"), Some(31));
+    assert_eq!(java_decode("#1F"), Some(31));
+    assert_eq!(java_decode("-0x10"), Some(-16));
+    assert_eq!(java_decode("017"), Some(15));
+    assert_eq!(java_decode("0"), Some(0));
+    for bad in ["", "-", "0x", "08", "1e3", "0x-1", "--1", " 1", "1M"] {
+        assert_eq!(java_decode(bad), None, "{bad:?}");
+    }
+    assert_eq!(java_trim("\t x \u{1} "), "x");
+}
