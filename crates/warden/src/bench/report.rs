@@ -12,18 +12,9 @@ use super::stats::{Latency, OpKind, Stats, Summary};
 pub struct Report {
     pub tool: &'static str,
     pub version: &'static str,
-    /// Seconds since the Unix epoch when the run started.
-    pub started_at_unix: u64,
-    /// Seed of the random draws (operations, paths, values), for reproducing a run.
-    pub seed: u64,
-    pub workload: String,
-    pub description: String,
-    pub servers: Vec<String>,
-    pub sessions: u32,
-    pub pipeline: u32,
-    pub warmup_seconds: f64,
-    pub measured_seconds: f64,
-    pub stopped_by: StoppedBy,
+    /// What the runner knew; its fields appear at the top level of the JSON.
+    #[serde(flatten)]
+    pub run: RunFacts,
     /// Requests answered without an error code.
     pub ok: u64,
     pub errors: u64,
@@ -33,15 +24,10 @@ pub struct Report {
     pub by_op: BTreeMap<&'static str, OpRow>,
     pub errors_by_code: BTreeMap<String, u64>,
     pub watch_events: u64,
-    pub sessions_ended_early: Vec<String>,
-    /// One entry per `--pid`.
-    pub servers_usage: Vec<Usage>,
     pub server_cpu_seconds: Option<f64>,
     /// Successful requests per second of server CPU time: steadier than throughput on a shared
     /// machine.
     pub ops_per_server_cpu_second: Option<f64>,
-    /// CPU time of the bench itself over the measured window.
-    pub client_cpu_seconds: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -64,8 +50,11 @@ pub struct OpRow {
 }
 
 /// What the runner knows besides the counts.
+#[derive(Clone, Debug, Serialize)]
 pub struct RunFacts {
+    /// Seconds since the Unix epoch when the run started.
     pub started_at_unix: u64,
+    /// Seed of the random draws (operations, paths, values), for reproducing a run.
     pub seed: u64,
     pub workload: String,
     pub description: String,
@@ -76,15 +65,18 @@ pub struct RunFacts {
     pub measured_seconds: f64,
     pub stopped_by: StoppedBy,
     pub sessions_ended_early: Vec<String>,
+    /// One entry per `--pid`.
     pub servers_usage: Vec<Usage>,
+    /// CPU time of the bench itself over the measured window.
     pub client_cpu_seconds: f64,
 }
 
 impl Report {
     pub fn new(facts: RunFacts, stats: &Stats) -> Report {
+        let measured_seconds = facts.measured_seconds;
         let per_second = |n: u64| {
-            if facts.measured_seconds > 0.0 {
-                n as f64 / facts.measured_seconds
+            if measured_seconds > 0.0 {
+                n as f64 / measured_seconds
             } else {
                 0.0
             }
@@ -113,16 +105,7 @@ impl Report {
         Report {
             tool: "warden bench",
             version: env!("CARGO_PKG_VERSION"),
-            started_at_unix: facts.started_at_unix,
-            seed: facts.seed,
-            workload: facts.workload,
-            description: facts.description,
-            servers: facts.servers,
-            sessions: facts.sessions,
-            pipeline: facts.pipeline,
-            warmup_seconds: facts.warmup_seconds,
-            measured_seconds: facts.measured_seconds,
-            stopped_by: facts.stopped_by,
+            run: facts,
             ok: total.ok,
             errors: total.errors,
             throughput: per_second(total.ok),
@@ -130,11 +113,8 @@ impl Report {
             by_op,
             errors_by_code: stats.errors_by_code().clone(),
             watch_events: stats.watch_events(),
-            sessions_ended_early: facts.sessions_ended_early,
-            servers_usage: facts.servers_usage,
             server_cpu_seconds,
             ops_per_server_cpu_second,
-            client_cpu_seconds: facts.client_cpu_seconds,
         }
     }
 
@@ -146,16 +126,20 @@ impl Report {
         let mut out = String::new();
         let w = &mut out;
         // Writing to a String cannot fail.
-        let _ = writeln!(w, "workload {}: {}", self.workload, self.description);
+        let _ = writeln!(
+            w,
+            "workload {}: {}",
+            self.run.workload, self.run.description
+        );
         let _ = writeln!(
             w,
             "{} session(s) on {}, pipeline {}, warm-up {:.1} s, measured {:.2} s (stopped by {})",
-            self.sessions,
-            self.servers.join(","),
-            self.pipeline,
-            self.warmup_seconds,
-            self.measured_seconds,
-            self.stopped_by.describe(),
+            self.run.sessions,
+            self.run.servers.join(","),
+            self.run.pipeline,
+            self.run.warmup_seconds,
+            self.run.measured_seconds,
+            self.run.stopped_by.describe(),
         );
         let _ = writeln!(w);
         let _ = writeln!(
@@ -217,17 +201,17 @@ impl Report {
         if self.watch_events > 0 {
             let _ = writeln!(w, "watch events received: {}", self.watch_events);
         }
-        for ended in &self.sessions_ended_early {
+        for ended in &self.run.sessions_ended_early {
             let _ = writeln!(w, "ended early: {ended}");
         }
-        for usage in &self.servers_usage {
+        for usage in &self.run.servers_usage {
             let _ = writeln!(
                 w,
                 "server pid {} ({}): cpu {:.2} s ({:.0}% of one core), rss {} at start, {} at end, {} peak",
                 usage.pid,
                 usage.command,
                 usage.cpu_seconds,
-                percent(usage.cpu_seconds, self.measured_seconds),
+                percent(usage.cpu_seconds, self.run.measured_seconds),
                 mib(usage.rss_bytes_start),
                 mib(usage.rss_bytes_end),
                 mib(usage.rss_bytes_peak)
@@ -239,8 +223,8 @@ impl Report {
         let _ = writeln!(
             w,
             "bench client cpu: {:.2} s ({:.0}% of one core)",
-            self.client_cpu_seconds,
-            percent(self.client_cpu_seconds, self.measured_seconds)
+            self.run.client_cpu_seconds,
+            percent(self.run.client_cpu_seconds, self.run.measured_seconds)
         );
         out
     }
