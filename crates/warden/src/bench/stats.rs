@@ -11,8 +11,9 @@ pub const LATENCY_US_MAX: u64 = 600_000_000;
 /// Three significant digits keep p99.9 within 0.1% at about 150 KiB per histogram.
 const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
 
-/// The kinds of request a report has a row for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The kinds of request a report has a row for (and a workload file names, in snake case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OpKind {
     Create,
     Delete,

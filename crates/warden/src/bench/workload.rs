@@ -18,7 +18,6 @@ use std::path::Path;
 use anyhow::{Context, bail, ensure};
 use serde::Deserialize;
 
-#[cfg(test)]
 use super::stats::OpKind;
 
 /// ZooKeeper refuses packets above jute.maxbuffer (1 MiB - 1 by default); leave room for headers.
@@ -328,25 +327,13 @@ struct RangeFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpFile {
-    kind: OpKindFile,
+    kind: OpKind,
     weight: u32,
     target: Option<TargetFile>,
     value_bytes: Option<SpanFile>,
     watch_probability: Option<f64>,
     size: Option<SpanFile>,
     mix: Option<MixFile>,
-}
-
-#[derive(Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum OpKindFile {
-    Create,
-    Delete,
-    Set,
-    Get,
-    Exists,
-    List,
-    Multi,
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -466,23 +453,9 @@ impl SharedFile {
     }
 }
 
-impl OpKindFile {
-    fn name(self) -> &'static str {
-        match self {
-            OpKindFile::Create => "create",
-            OpKindFile::Delete => "delete",
-            OpKindFile::Set => "set",
-            OpKindFile::Get => "get",
-            OpKindFile::Exists => "exists",
-            OpKindFile::List => "list",
-            OpKindFile::Multi => "multi",
-        }
-    }
-}
-
 impl OpFile {
     fn validate(self, shared: Option<&SharedTree>) -> anyhow::Result<Op> {
-        use OpKindFile as K;
+        use OpKind as K;
         let kind = self.kind;
         let allowed: &[&str] = match kind {
             K::Create => &["value_bytes"],
