@@ -1,16 +1,34 @@
 //! The Warden server process, usable embedded or from the `warden` binary.
 //!
+//! The path of a request: [`server`] accepts a connection; [`connection`] reads its frames
+//! (size-capped), does the handshake and hands each request on, writes to [`consensus`] and
+//! the rest to the [`replica`]; the replica applies committed transactions and answers reads
+//! under one lock and queues every reply and watch event on the client's [`outbound`] queue,
+//! which the connection's writer task drains.
+//!
 //! - [`config`]: [`Config`], every knob and bound of the server with its default, read from
 //!   Warden's own TOML and checked as a whole.
 //! - [`zoo_cfg`]: ZooKeeper's zoo.cfg (and myid file) read into a [`Config`], as ZooKeeper 3.9
 //!   reads it, with a warning for each key not taken as written.
-//!
-//! Still to come with the one-node server: listeners, sessions, the request pipeline through
-//! openraft, watch dispatch, admin. Nothing here stands in for them yet, on purpose, so that
-//! no placeholder can be mistaken for a working part.
+//! - [`server`]: start-up, the client listener and its limits, the leader's duties (session
+//!   expiry, container and TTL cleanup), shutdown.
+//! - [`connection`]: one client connection: handshake, request dispatch, bad-input handling.
+//! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
+//! - [`outbound`]: a client's byte-bounded queue of replies and events.
+//! - [`consensus`]: openraft, the durable log and snapshots.
+//! - [`admin`]: the four-letter words.
+//! - [`stats`]: counters for the four-letter words.
 
+pub mod admin;
 pub mod config;
+pub mod connection;
+pub mod consensus;
+pub mod outbound;
+pub mod replica;
+pub mod server;
+pub mod stats;
 pub mod zoo_cfg;
 
 pub use config::{Config, ConfigError};
+pub use server::{Server, StartError};
 pub use zoo_cfg::Warning;

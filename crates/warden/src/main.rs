@@ -1,10 +1,12 @@
 //! `warden`: the one binary of the project. Each subcommand lives in its own module; a new one
 //! adds a variant to `Command` and a line to `main`.
 //!
+//! - `server`: run a server (one-node for now) from defaults, Warden's TOML or a zoo.cfg.
 //! - `bench`: drive any ZooKeeper-compatible server(s) with a workload and report throughput and
 //!   latency.
 
 mod bench;
+mod server;
 
 use std::process::ExitCode;
 
@@ -23,12 +25,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a Warden server in the foreground (defaults: 127.0.0.1:2181, data in ./warden-data).
+    Server(server::ServerArgs),
     /// Drive ZooKeeper-compatible servers with a workload; report throughput, latency, errors.
     Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
+        Command::Server(args) => return server::run(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

@@ -1,0 +1,404 @@
+//! One client connection: the handshake (a new session, or the resume of a live one), then
+//! its requests, read in order and handed on: writes to consensus, everything else to the
+//! replica. A writer task sends whatever the replica queues for the client.
+//!
+//! Bad input never gets further than this module: a frame over the size limit, a handshake or
+//! request that does not decode, an unknown opcode or a failed authentication closes this
+//! connection, with a log line that says why, and touches nothing else.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+use warden_proto::frame::{self, FRAME_PREFIX_BYTES};
+use warden_proto::{
+    ConnectRequest, DecodeError, ErrorCode, Id, Reader, Record, ReplyHeader, Request,
+    RequestHeader, Response,
+};
+use warden_state::{Txn, TxnKind, acl};
+
+use crate::admin;
+use crate::consensus::{Origin, Proposal};
+use crate::outbound::{self, Out, OutboundQueue};
+use crate::replica::{Local, Resume, now_ms};
+use crate::server::Context;
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes gathered into one socket write.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+/// Bytes of the session password a new session gets, as ZooKeeper's.
+const PASSWORD_BYTES: usize = 16;
+
+/// Why a connection ended, for its log line.
+#[derive(Debug, thiserror::Error)]
+enum Closed {
+    #[error("client closed the connection")]
+    Eof,
+    #[error("the server closed the connection")]
+    ByServer,
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("bad frame: {0}")]
+    Frame(DecodeError),
+    #[error("malformed handshake: {0}")]
+    Handshake(DecodeError),
+    #[error("malformed request (xid {xid}, opcode {op}): {error}")]
+    Request {
+        xid: i32,
+        op: i32,
+        error: DecodeError,
+    },
+    #[error("unknown opcode {op} (xid {xid}); answered Unimplemented")]
+    UnknownOp { xid: i32, op: i32 },
+    #[error("authentication with scheme {0:?} failed")]
+    AuthFailed(String),
+    #[error("session {session:#x} has seen zxid {client_zxid:#x}, this server only {our_zxid:#x}")]
+    ClientAhead {
+        session: i64,
+        client_zxid: i64,
+        our_zxid: i64,
+    },
+    #[error("session {0:#x} is expired or its password is wrong")]
+    Expired(i64),
+    #[error("consensus: {0}")]
+    Consensus(String),
+}
+
+/// Reads whole frames off the socket, never buffering more than one frame's worth past the
+/// size limit.
+struct FrameReader {
+    socket: OwnedReadHalf,
+    buf: Vec<u8>,
+    start: usize,
+    frame_bytes_max: usize,
+}
+
+impl FrameReader {
+    /// Reads until at least `n` unconsumed bytes are buffered.
+    async fn fill(&mut self, n: usize) -> Result<(), Closed> {
+        while self.buf.len() - self.start < n {
+            if self.start > 0 && self.start == self.buf.len() {
+                self.buf.clear();
+                self.start = 0;
+            } else if self.start > READ_CHUNK_BYTES {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            self.buf.reserve(READ_CHUNK_BYTES);
+            if self.socket.read_buf(&mut self.buf).await? == 0 {
+                return Err(Closed::Eof);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first four bytes, without consuming them.
+    async fn peek_prefix(&mut self) -> Result<[u8; FRAME_PREFIX_BYTES], Closed> {
+        self.fill(FRAME_PREFIX_BYTES).await?;
+        let prefix = &self.buf[self.start..self.start + FRAME_PREFIX_BYTES];
+        Ok(prefix.try_into().expect("four bytes"))
+    }
+
+    /// The next whole frame's payload.
+    async fn next(&mut self) -> Result<Vec<u8>, Closed> {
+        self.fill(FRAME_PREFIX_BYTES).await?;
+        let len = frame::frame_len(&self.buf[self.start..], self.frame_bytes_max)
+            .map_err(Closed::Frame)?
+            .expect("prefix buffered");
+        self.fill(FRAME_PREFIX_BYTES + len).await?;
+        let from = self.start + FRAME_PREFIX_BYTES;
+        let payload = self.buf[from..from + len].to_vec();
+        self.start = from + len;
+        Ok(payload)
+    }
+}
+
+/// Sends what the replica queues for this client, gathering small frames into larger writes.
+async fn write_loop(mut socket: OwnedWriteHalf, mut queue: OutboundQueue) {
+    let mut buf = Vec::with_capacity(WRITE_BATCH_BYTES);
+    'outer: while let Some(first) = queue.recv().await {
+        let mut item = Some(first);
+        let mut close = false;
+        let mut payload_bytes = 0;
+        while let Some(out) = item.take() {
+            match out {
+                Out::Frame(payload) => {
+                    payload_bytes += payload.len();
+                    buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+                    buf.extend_from_slice(&payload);
+                }
+                Out::Close => {
+                    close = true;
+                    break;
+                }
+            }
+            if buf.len() < WRITE_BATCH_BYTES {
+                item = queue.try_recv();
+            }
+        }
+        if !buf.is_empty() {
+            if socket.write_all(&buf).await.is_err() {
+                break 'outer;
+            }
+            queue.sent(payload_bytes);
+            buf.clear();
+        }
+        if close {
+            break;
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// Serves one accepted connection to its end.
+pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let connection = ctx.next_connection_id();
+    let (read, write) = stream.into_split();
+    let mut reader = FrameReader {
+        socket: read,
+        buf: Vec::new(),
+        start: 0,
+        frame_bytes_max: ctx.config.limits.frame_bytes_max as usize,
+    };
+    // A four-letter word instead of a session: answer it and close.
+    match reader.peek_prefix().await {
+        Ok(prefix) => {
+            if let Some(word) = frame::four_letter_word(&prefix) {
+                admin::answer(&ctx, word, reader.socket, write, peer).await;
+                return;
+            }
+        }
+        Err(_) => return,
+    }
+
+    let (out, queue) = outbound::channel(ctx.config.limits.outbound_queue_bytes_per_session_max);
+    let (writer_done_tx, writer_done) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        write_loop(write, queue).await;
+        drop(writer_done_tx);
+    });
+    let progress = ctx.replica().connect(connection, out.clone(), peer);
+    let mut session = Session {
+        ctx: ctx.clone(),
+        connection,
+        session_id: 0,
+        auth: Arc::from(vec![Id::new("ip", peer.ip().to_string())]),
+        out: out.clone(),
+    };
+    let result = tokio::select! {
+        r = session.run(&mut reader, &progress) => r,
+        _ = writer_done => Err(Closed::ByServer),
+    };
+    ctx.replica().disconnect(connection);
+    match &result {
+        Err(Closed::Eof | Closed::ByServer) => tracing::debug!(
+            %peer,
+            session = format_args!("{:#x}", session.session_id),
+            "connection closed"
+        ),
+        Err(e @ (Closed::ClientAhead { .. } | Closed::Expired(_))) => {
+            tracing::info!(%peer, "refused a session: {e}")
+        }
+        Err(e) => tracing::warn!(
+            %peer,
+            session = format_args!("{:#x}", session.session_id),
+            "closing connection: {e}"
+        ),
+        Ok(()) => {}
+    }
+    out.close();
+}
+
+/// The session side of one connection.
+struct Session {
+    ctx: Arc<Context>,
+    connection: u64,
+    session_id: i64,
+    /// The identities the client has proven, the ip it connects from first.
+    auth: Arc<[Id]>,
+    out: outbound::Outbound,
+}
+
+impl Session {
+    async fn run(
+        &mut self,
+        reader: &mut FrameReader,
+        progress: &tokio::sync::Notify,
+    ) -> Result<(), Closed> {
+        self.handshake(reader).await?;
+        let outstanding_max = self.ctx.config.limits.outstanding_requests_per_session_max as usize;
+        loop {
+            while self.ctx.replica().outstanding(self.connection) >= outstanding_max {
+                progress.notified().await;
+            }
+            let payload = reader.next().await?;
+            self.request(&payload).await?;
+        }
+    }
+
+    async fn handshake(&mut self, reader: &mut FrameReader) -> Result<(), Closed> {
+        let payload = reader.next().await?;
+        let mut r = Reader::new(&payload);
+        let request = ConnectRequest::decode(&mut r).map_err(Closed::Handshake)?;
+        let config = &self.ctx.config;
+        let timeout_ms = request.timeout_ms.clamp(
+            config.session_timeout_ms_min as i32,
+            config.session_timeout_ms_max as i32,
+        );
+        if request.session_id == 0 {
+            let mut password = vec![0u8; PASSWORD_BYTES];
+            getrandom::fill(&mut password).map_err(|e| Closed::Io(std::io::Error::other(e)))?;
+            let created = self.ctx.replica().await_session(
+                self.connection,
+                timeout_ms,
+                request.read_only,
+                password.clone(),
+            );
+            self.propose(
+                0,
+                TxnKind::CreateSession {
+                    timeout_ms,
+                    password,
+                },
+            )
+            .await?;
+            self.session_id = created.await.map_err(|_| Closed::ByServer)?;
+            return Ok(());
+        }
+        let resumed = self.ctx.replica().resume_session(
+            self.connection,
+            &request,
+            timeout_ms,
+            Instant::now(),
+        );
+        match resumed {
+            Resume::Attached => {
+                self.session_id = request.session_id;
+                Ok(())
+            }
+            Resume::Expired => Err(Closed::Expired(request.session_id)),
+            Resume::ClientAhead {
+                client_zxid,
+                our_zxid,
+            } => Err(Closed::ClientAhead {
+                session: request.session_id,
+                client_zxid,
+                our_zxid,
+            }),
+        }
+    }
+
+    async fn request(&mut self, payload: &[u8]) -> Result<(), Closed> {
+        let received = Instant::now();
+        self.ctx.replica().touch(self.session_id, received);
+        let mut r = Reader::new(payload);
+        let header = RequestHeader::decode(&mut r).map_err(|error| Closed::Request {
+            xid: 0,
+            op: 0,
+            error,
+        })?;
+        let request = match Request::decode(header.op, &mut r) {
+            Ok(request) => request,
+            Err(DecodeError::UnknownOpCode(op)) => {
+                // ZooKeeper answers an unknown opcode with zxid -1, then hangs up.
+                self.reply(header.xid, -1, ErrorCode::UNIMPLEMENTED);
+                return Err(Closed::UnknownOp {
+                    xid: header.xid,
+                    op,
+                });
+            }
+            Err(error) => {
+                return Err(Closed::Request {
+                    xid: header.xid,
+                    op: header.op,
+                    error,
+                });
+            }
+        };
+        match request {
+            Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
+            Request::Sasl(_) => {
+                self.reply(header.xid, 0, ErrorCode::AUTH_FAILED);
+                Err(Closed::AuthFailed("sasl".into()))
+            }
+            request if request.is_write() => {
+                self.ctx.replica().write_sent(self.connection, received);
+                let kind = match request {
+                    Request::CloseSession => TxnKind::CloseSession,
+                    request => TxnKind::Request(request),
+                };
+                self.propose(header.xid, kind).await
+            }
+            request => {
+                self.ctx.replica().local(
+                    self.connection,
+                    Local {
+                        xid: header.xid,
+                        request,
+                        auth: self.auth.clone(),
+                        received,
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// `addauth`: only the digest scheme exists here, as in a ZooKeeper without extra
+    /// authentication providers. A failure is answered AuthFailed and ends the connection.
+    fn authenticate(&mut self, xid: i32, scheme: &str, credential: &[u8]) -> Result<(), Closed> {
+        let ids = match (scheme, std::str::from_utf8(credential)) {
+            ("digest", Ok(credential)) => {
+                acl::authenticate_digest(credential, self.ctx.config.super_digest.as_deref())
+            }
+            _ => Vec::new(),
+        };
+        if ids.is_empty() {
+            self.reply(xid, 0, ErrorCode::AUTH_FAILED);
+            return Err(Closed::AuthFailed(scheme.to_owned()));
+        }
+        let mut auth = self.auth.to_vec();
+        for id in ids {
+            if !auth.contains(&id) {
+                auth.push(id);
+            }
+        }
+        self.auth = Arc::from(auth);
+        self.reply(xid, 0, ErrorCode::OK);
+        Ok(())
+    }
+
+    fn reply(&self, xid: i32, zxid: i64, err: ErrorCode) {
+        self.out.send(Response::encode_frame(
+            &ReplyHeader { xid, zxid, err },
+            &Response::Empty,
+        ));
+    }
+
+    async fn propose(&self, xid: i32, kind: TxnKind) -> Result<(), Closed> {
+        let proposal = Proposal {
+            origin: Some(Origin {
+                node: self.ctx.consensus.node_id(),
+                connection: self.connection,
+                xid,
+            }),
+            txn: Txn {
+                session_id: self.session_id,
+                time_ms: now_ms(),
+                auth: self.auth.to_vec(),
+                kind,
+            },
+        };
+        self.ctx
+            .consensus
+            .propose(proposal)
+            .await
+            .map_err(|e| Closed::Consensus(e.to_string()))
+    }
+}

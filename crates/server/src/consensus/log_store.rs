@@ -1,0 +1,272 @@
+//! The Raft log on disk: openraft's log storage over the `raft-log` crate (checksummed
+//! records, group-commit fsync on its own thread, torn-tail recovery; see
+//! docs/consensus-research.md for why it and not a WAL of our own).
+
+use std::fmt;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use openraft::alias::{EntryOf, LogIdOf, PayloadOf, VoteOf};
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::{Entry, RaftLogReader};
+use raft_log::api::raft_log_writer::RaftLogWriter;
+use raft_log::codeq::{Decode, Encode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::types::WardenRaft;
+
+/// A serde value in raft-log's record codec (MessagePack inside a length-prefixed buffer).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cw<T>(pub T);
+
+impl<T: Serialize> Encode for Cw<T> {
+    fn encode<W: io::Write>(&self, w: W) -> Result<usize, io::Error> {
+        let buf = rmp_serde::to_vec(&self.0).map_err(io::Error::other)?;
+        buf.encode(w)
+    }
+}
+
+impl<T: DeserializeOwned> Decode for Cw<T> {
+    fn decode<R: io::Read>(r: R) -> Result<Self, io::Error> {
+        let buf: Vec<u8> = Vec::decode(r)?;
+        rmp_serde::from_slice(&buf)
+            .map(Cw)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// What a log directory records about its owner, checked at every open: a directory never
+/// changes hands between node ids.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogOwner {
+    pub node_id: u64,
+}
+
+/// Completion of a flush: openraft's append callback, or a oneshot for our own waits.
+pub enum Flushed {
+    Append(IOFlushed<WardenRaft>),
+    Wait(tokio::sync::oneshot::Sender<io::Result<()>>),
+}
+
+impl raft_log::Callback for Flushed {
+    fn send(self, res: Result<(), io::Error>) {
+        match self {
+            Flushed::Append(cb) => cb.io_completed(res),
+            Flushed::Wait(tx) => {
+                let _ = tx.send(res);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogTypes;
+
+impl raft_log::Types for LogTypes {
+    type LogId = Cw<LogIdOf<WardenRaft>>;
+    type LogPayload = Cw<PayloadOf<WardenRaft>>;
+    type Vote = Cw<VoteOf<WardenRaft>>;
+    type Callback = Flushed;
+    type UserData = Cw<LogOwner>;
+
+    fn log_index(log_id: &Self::LogId) -> u64 {
+        log_id.0.index
+    }
+
+    fn payload_size(payload: &Self::LogPayload) -> u64 {
+        match &payload.0 {
+            openraft::EntryPayload::Normal(p) => 64 + p.txn.auth.len() as u64 * 32,
+            _ => 64,
+        }
+    }
+}
+
+/// The log store, shared by openraft's writer side and its readers.
+#[derive(Clone)]
+pub struct LogStore {
+    log: Arc<Mutex<raft_log::RaftLog<LogTypes>>>,
+}
+
+/// Why the log directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open the log in {dir}: {source}")]
+    Io { dir: String, source: io::Error },
+    #[error("the log in {dir} belongs to node {found}, not to this node {expected}")]
+    WrongOwner {
+        dir: String,
+        found: u64,
+        expected: u64,
+    },
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir` for node `node_id`. `flush_wait` is how long the
+    /// flush thread gathers writes into one fsync.
+    pub async fn open(
+        dir: &Path,
+        node_id: u64,
+        flush_wait: Duration,
+    ) -> Result<LogStore, OpenError> {
+        let shown = dir.display().to_string();
+        let io_err = |source| OpenError::Io {
+            dir: shown.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        let mut config = raft_log::Config::new(dir.to_string_lossy().to_string());
+        config.wal.flush_batch_wait = Some(flush_wait);
+        let mut log = raft_log::RaftLog::<LogTypes>::open(Arc::new(config)).map_err(io_err)?;
+        match log.log_state().user_data.clone() {
+            Some(Cw(owner)) if owner.node_id != node_id => {
+                return Err(OpenError::WrongOwner {
+                    dir: shown,
+                    found: owner.node_id,
+                    expected: node_id,
+                });
+            }
+            Some(_) => {}
+            None => {
+                log.save_user_data(Some(Cw(LogOwner { node_id })))
+                    .map_err(io_err)?;
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                log.flush(true, Some(Flushed::Wait(tx))).map_err(io_err)?;
+                rx.await
+                    .map_err(io::Error::other)
+                    .and_then(|r| r)
+                    .map_err(io_err)?;
+            }
+        }
+        Ok(LogStore {
+            log: Arc::new(Mutex::new(log)),
+        })
+    }
+
+    fn log(&self) -> MutexGuard<'_, raft_log::RaftLog<LogTypes>> {
+        // A poisoned lock means a thread panicked mid-write: the log cannot be trusted.
+        self.log.lock().expect("log store lock poisoned")
+    }
+
+    /// Bytes of log on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.log().on_disk_size()
+    }
+}
+
+fn half_open<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
+    let start = match range.start_bound() {
+        Bound::Included(&n) => n,
+        Bound::Excluded(&n) => n + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&n) => n + 1,
+        Bound::Excluded(&n) => n,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<WardenRaft> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + fmt::Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<EntryOf<WardenRaft>>, io::Error> {
+        let (start, end) = half_open(&range);
+        self.log()
+            .read(start, end)
+            .map(|r| {
+                r.map(|(id, payload)| Entry {
+                    log_id: id.0,
+                    payload: payload.0,
+                })
+            })
+            .collect()
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<WardenRaft>>, io::Error> {
+        Ok(self.log().log_state().vote().map(|v| v.0))
+    }
+}
+
+impl RaftLogStorage<WardenRaft> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<WardenRaft>, io::Error> {
+        let log = self.log();
+        let state = log.log_state();
+        Ok(LogState {
+            last_purged_log_id: state.purged().map(|x| x.0),
+            last_log_id: state.last().map(|x| x.0),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &VoteOf<WardenRaft>) -> Result<(), io::Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut log = self.log();
+            log.save_vote(Cw(*vote))?;
+            log.flush(true, Some(Flushed::Wait(tx)))?;
+        }
+        rx.await.map_err(io::Error::other)?
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogIdOf<WardenRaft>>,
+    ) -> Result<(), io::Error> {
+        if let Some(c) = committed {
+            let mut log = self.log();
+            log.commit(Cw(c))?;
+            log.flush(false, None)?;
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<WardenRaft>>, io::Error> {
+        Ok(self.log().log_state().committed().map(|x| x.0))
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<WardenRaft>,
+    ) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = EntryOf<WardenRaft>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut log = self.log();
+        log.append(entries.into_iter().map(|e| (Cw(e.log_id), Cw(e.payload))))?;
+        // Durable before the callback: openraft counts the entries only once it fires.
+        log.flush(true, Some(Flushed::Append(callback)))?;
+        Ok(())
+    }
+
+    async fn truncate_after(&mut self, last: Option<LogIdOf<WardenRaft>>) -> Result<(), io::Error> {
+        let keep_below = last.map(|l| l.index + 1).unwrap_or(0);
+        let mut log = self.log();
+        let next = log.log_state().last().map(|l| l.0.index + 1).unwrap_or(0);
+        if keep_below < next {
+            log.truncate(keep_below)?;
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, upto: LogIdOf<WardenRaft>) -> Result<(), io::Error> {
+        let mut log = self.log();
+        let purged = log.log_state().purged().map(|p| p.0.index);
+        if purged.is_none_or(|p| p < upto.index) {
+            log.purge(Cw(upto))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! Snapshot files in the data directory: the Raft metadata (last included log id and
+//! membership) followed by the state machine's own snapshot bytes (docs/snapshot-format.md).
+//! Written to a temporary file, fsynced, renamed, and the directory fsynced, so a crash
+//! leaves either the old set of snapshots or the new one.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use openraft::alias::{SnapshotMetaOf, SnapshotOf};
+
+use super::types::WardenRaft;
+
+/// First bytes of every snapshot file.
+const MAGIC: &[u8; 8] = b"WRDRAFT1";
+const SUFFIX: &str = ".snap";
+
+/// The snapshot files of one data directory.
+#[derive(Debug, Clone)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+    retained_count: usize,
+}
+
+/// A snapshot as openraft hands it around: its metadata and the state's snapshot bytes.
+pub type Snapshot = SnapshotOf<WardenRaft, Vec<u8>>;
+
+fn corrupt(path: &Path, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("snapshot {}: {what}", path.display()),
+    )
+}
+
+impl SnapshotStore {
+    pub fn open(dir: PathBuf, retained_count: usize) -> io::Result<SnapshotStore> {
+        fs::create_dir_all(&dir)?;
+        // Leftovers of a save that crashed before its rename.
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                fs::remove_file(&path)?;
+            }
+        }
+        Ok(SnapshotStore {
+            dir,
+            retained_count: retained_count.max(1),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Snapshot files, oldest first. Names carry the last included index, zero-padded, so
+    /// name order is log order.
+    fn files(&self) -> io::Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = fs::read_dir(&self.dir)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<io::Result<_>>()?;
+        files.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("snapshot-") && n.ends_with(SUFFIX))
+        });
+        files.sort();
+        Ok(files)
+    }
+
+    fn path_of(&self, meta: &SnapshotMetaOf<WardenRaft>) -> PathBuf {
+        let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
+        self.dir.join(format!("snapshot-{index:020}{SUFFIX}"))
+    }
+
+    /// Whether the snapshot `meta` describes is already on disk.
+    pub fn contains(&self, meta: &SnapshotMetaOf<WardenRaft>) -> bool {
+        self.path_of(meta).exists()
+    }
+
+    /// Writes a snapshot durably, then deletes the oldest beyond the retained count.
+    pub fn save(&self, snapshot: &Snapshot) -> io::Result<PathBuf> {
+        let path = self.path_of(&snapshot.meta);
+        let tmp = path.with_extension("snap.tmp");
+        let meta = rmp_serde::to_vec(&snapshot.meta).map_err(io::Error::other)?;
+        let meta_len = u32::try_from(meta.len()).map_err(io::Error::other)?;
+        {
+            let mut f = io::BufWriter::new(fs::File::create(&tmp)?);
+            f.write_all(MAGIC)?;
+            f.write_all(&meta_len.to_be_bytes())?;
+            f.write_all(&meta)?;
+            f.write_all(&crc32c::crc32c(&meta).to_be_bytes())?;
+            f.write_all(&snapshot.snapshot)?;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, &path)?;
+        fs::File::open(&self.dir)?.sync_all()?;
+        self.purge()?;
+        Ok(path)
+    }
+
+    /// Deletes all but the newest `retained_count` snapshots.
+    fn purge(&self) -> io::Result<()> {
+        let files = self.files()?;
+        let excess = files.len().saturating_sub(self.retained_count);
+        for old in &files[..excess] {
+            fs::remove_file(old)?;
+        }
+        Ok(())
+    }
+
+    /// The newest snapshot, if any. A damaged file is an error: it is never skipped silently.
+    pub fn latest(&self) -> io::Result<Option<Snapshot>> {
+        match self.files()?.last() {
+            Some(path) => Self::read(path).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn read(path: &Path) -> io::Result<Snapshot> {
+        let bytes = fs::read(path)?;
+        let rest = bytes
+            .strip_prefix(MAGIC.as_slice())
+            .ok_or_else(|| corrupt(path, "not a Warden snapshot file"))?;
+        let (len, rest) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| corrupt(path, "truncated header"))?;
+        let len = u32::from_be_bytes(*len) as usize;
+        if rest.len() < len + 4 {
+            return Err(corrupt(path, "truncated metadata"));
+        }
+        let (meta, rest) = rest.split_at(len);
+        let (crc, data) = rest.split_at(4);
+        if crc32c::crc32c(meta).to_be_bytes() != crc {
+            return Err(corrupt(path, "metadata checksum mismatch"));
+        }
+        let meta: SnapshotMetaOf<WardenRaft> =
+            rmp_serde::from_slice(meta).map_err(|e| corrupt(path, &e.to_string()))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: data.to_vec(),
+        })
+    }
+
+    /// Bytes of snapshots on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.files()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::alias::{CommittedLeaderIdOf, StoredMembershipOf};
+
+    fn snapshot(index: u64, data: &[u8]) -> Snapshot {
+        Snapshot {
+            meta: SnapshotMetaOf::<WardenRaft> {
+                last_log_id: Some(openraft::LogId::new(
+                    CommittedLeaderIdOf::<WardenRaft>::new(1),
+                    index,
+                )),
+                last_membership: StoredMembershipOf::<WardenRaft>::default(),
+            },
+            snapshot: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn saves_reads_back_and_keeps_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path().join("snapshots"), 3).unwrap();
+        assert!(store.latest().unwrap().is_none());
+        for i in 1..=5u64 {
+            store.save(&snapshot(i * 10, &[i as u8; 100])).unwrap();
+        }
+        assert_eq!(store.files().unwrap().len(), 3);
+        let latest = store.latest().unwrap().unwrap();
+        assert_eq!(latest.meta.last_log_id.unwrap().index, 50);
+        assert_eq!(latest.snapshot, vec![5u8; 100]);
+    }
+
+    #[test]
+    fn a_damaged_header_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path().to_path_buf(), 3).unwrap();
+        let path = store.save(&snapshot(7, b"state")).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[14] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(store.latest().is_err());
+    }
+}

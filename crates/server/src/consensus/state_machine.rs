@@ -1,0 +1,167 @@
+//! openraft's state machine over the [`Replica`]: committed entries are applied in log order;
+//! snapshots are taken from a copy of the state made between two applies and encoded off the
+//! apply path.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use openraft::EntryPayload;
+use openraft::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
+use openraft::entry::RaftEntry;
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use warden_state::{State, snapshot};
+
+use super::snapshot_store::{Snapshot, SnapshotStore};
+use super::types::{Applied, WardenRaft};
+use crate::replica::Replica;
+
+pub struct StateMachine {
+    replica: Arc<Mutex<Replica>>,
+    applied: Option<LogIdOf<WardenRaft>>,
+    membership: StoredMembershipOf<WardenRaft>,
+    store: SnapshotStore,
+}
+
+impl StateMachine {
+    pub fn new(replica: Arc<Mutex<Replica>>, store: SnapshotStore) -> StateMachine {
+        StateMachine {
+            replica,
+            applied: None,
+            membership: StoredMembershipOf::<WardenRaft>::default(),
+            store,
+        }
+    }
+
+    fn replica(&self) -> std::sync::MutexGuard<'_, Replica> {
+        self.replica.lock().expect("replica lock poisoned")
+    }
+}
+
+/// Builds one snapshot from a copy of the state taken at a known log position.
+pub struct SnapshotBuilder {
+    state: State,
+    meta: SnapshotMetaOf<WardenRaft>,
+    store: SnapshotStore,
+}
+
+impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
+    type SnapshotData = Vec<u8>;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let state = std::mem::replace(&mut self.state, State::new(Default::default()));
+        let meta = self.meta.clone();
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let snapshot = Snapshot {
+                meta,
+                snapshot: snapshot::encode(&state),
+            };
+            let path = store.save(&snapshot)?;
+            tracing::info!(
+                path = %path.display(),
+                bytes = snapshot.snapshot.len(),
+                znodes = state.tree().len(),
+                ms = started.elapsed().as_millis() as u64,
+                "snapshot written"
+            );
+            Ok(snapshot)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+}
+
+impl RaftStateMachine<WardenRaft> for StateMachine {
+    type SnapshotData = Vec<u8>;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<WardenRaft>>, StoredMembershipOf<WardenRaft>), io::Error> {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<S>(&mut self, mut entries: S) -> Result<(), io::Error>
+    where
+        S: futures_util::Stream<Item = Result<EntryResponder<WardenRaft>, io::Error>>
+            + Unpin
+            + Send,
+    {
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let log_id = entry.log_id();
+            let zxid = match &entry.payload {
+                EntryPayload::Normal(proposal) => self.replica().apply(proposal, Instant::now()),
+                EntryPayload::Membership(m) => {
+                    self.membership =
+                        StoredMembershipOf::<WardenRaft>::new(Some(log_id), m.clone());
+                    self.replica().state().last_zxid()
+                }
+                EntryPayload::Blank => self.replica().state().last_zxid(),
+            };
+            self.applied = Some(log_id);
+            if let Some(responder) = responder {
+                responder.send(Applied { zxid });
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // The copy is taken here, on the apply path, so it matches `applied` exactly; the
+        // encoding and the write happen in `build_snapshot` while applies go on.
+        SnapshotBuilder {
+            state: self.replica().state().clone(),
+            meta: SnapshotMetaOf::<WardenRaft> {
+                last_log_id: self.applied,
+                last_membership: self.membership.clone(),
+            },
+            store: self.store.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<WardenRaft>,
+        data: Vec<u8>,
+    ) -> Result<(), io::Error> {
+        let started = Instant::now();
+        let (state, data) = tokio::task::spawn_blocking(move || {
+            snapshot::decode(&data)
+                .map(|state| (state, data))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        tracing::info!(
+            znodes = state.tree().len(),
+            zxid = state.last_zxid(),
+            ms = started.elapsed().as_millis() as u64,
+            "snapshot loaded"
+        );
+        self.replica().install(state);
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        let snapshot = Snapshot {
+            meta: meta.clone(),
+            snapshot: data,
+        };
+        if !self.store.contains(&snapshot.meta) {
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.save(&snapshot))
+                .await
+                .map_err(io::Error::other)??;
+        }
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.latest())
+            .await
+            .map_err(io::Error::other)?
+    }
+}

@@ -1,0 +1,117 @@
+//! A connection's outbound queue: every reply and event for one client goes through it, in the
+//! order it was queued. Bounded in bytes: a client that does not read its answers is cut off
+//! rather than let the server's memory grow.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+
+/// What the writer task is asked to do.
+#[derive(Debug)]
+pub enum Out {
+    /// Send this payload with its length prefix.
+    Frame(Vec<u8>),
+    /// Send what is queued before this, then close the connection.
+    Close,
+}
+
+/// The sending side, held by whoever answers the client.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    tx: mpsc::UnboundedSender<Out>,
+    queued_bytes: Arc<AtomicU64>,
+    overflowed: Arc<AtomicBool>,
+    queued_bytes_max: u64,
+}
+
+/// The receiving side, held by the connection's writer task.
+#[derive(Debug)]
+pub struct OutboundQueue {
+    rx: mpsc::UnboundedReceiver<Out>,
+    queued_bytes: Arc<AtomicU64>,
+}
+
+pub fn channel(queued_bytes_max: u64) -> (Outbound, OutboundQueue) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued_bytes = Arc::new(AtomicU64::new(0));
+    (
+        Outbound {
+            tx,
+            queued_bytes: queued_bytes.clone(),
+            overflowed: Arc::new(AtomicBool::new(false)),
+            queued_bytes_max,
+        },
+        OutboundQueue { rx, queued_bytes },
+    )
+}
+
+impl Outbound {
+    /// Queues one frame. Past the byte bound the frame is dropped and the connection closed:
+    /// the client can no longer be given a gap-free stream.
+    pub fn send(&self, payload: Vec<u8>) {
+        if self.overflowed.load(Ordering::Relaxed) {
+            return;
+        }
+        let len = payload.len() as u64;
+        let queued = self.queued_bytes.fetch_add(len, Ordering::Relaxed) + len;
+        if queued > self.queued_bytes_max {
+            self.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            if !self.overflowed.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    queued,
+                    limit = self.queued_bytes_max,
+                    "closing a connection whose client does not read its answers \
+                     (limits.outbound_queue_bytes_per_session_max)"
+                );
+                let _ = self.tx.send(Out::Close);
+            }
+            return;
+        }
+        if self.tx.send(Out::Frame(payload)).is_err() {
+            self.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the connection once everything queued so far is sent.
+    pub fn close(&self) {
+        let _ = self.tx.send(Out::Close);
+    }
+
+    /// Bytes waiting to be written.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes.load(Ordering::Relaxed)
+    }
+}
+
+impl OutboundQueue {
+    /// The next item, waiting for one; `None` once every sender is gone.
+    pub async fn recv(&mut self) -> Option<Out> {
+        self.rx.recv().await
+    }
+
+    /// The next item if one is already queued.
+    pub fn try_recv(&mut self) -> Option<Out> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Marks `n` queued bytes as written.
+    pub fn sent(&self, n: usize) {
+        self.queued_bytes.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn past_the_bound_the_connection_is_closed() {
+        let (out, mut q) = channel(10);
+        out.send(vec![0; 6]);
+        out.send(vec![0; 6]);
+        out.send(vec![0; 1]);
+        assert!(matches!(q.recv().await, Some(Out::Frame(f)) if f.len() == 6));
+        assert!(matches!(q.recv().await, Some(Out::Close)));
+    }
+}

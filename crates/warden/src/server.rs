@@ -1,0 +1,104 @@
+//! `warden server`: run a Warden server in the foreground until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use tracing_subscriber::EnvFilter;
+use warden_server::{Config, Server};
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Read an unmodified ZooKeeper zoo.cfg (and the myid file in its dataDir). Keys Warden
+    /// does not use are reported as warnings; a bad value is an error (exit code 2).
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    zoo_cfg: Option<PathBuf>,
+    /// Read Warden's own TOML configuration (docs/config.md lists every key).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration as Warden TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+/// Exit code for a configuration that cannot be used, as ZooKeeper's.
+const EXIT_CONFIG: u8 = 2;
+
+fn load(args: &ServerArgs) -> Result<Config, String> {
+    let config = if let Some(path) = &args.zoo_cfg {
+        let (config, warnings) = Config::from_zoo_cfg(path).map_err(|e| e.to_string())?;
+        for warning in warnings {
+            tracing::warn!("{warning}");
+        }
+        config
+    } else if let Some(path) = &args.config {
+        Config::load_toml(path).map_err(|e| e.to_string())?
+    } else {
+        Config::default()
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+pub fn run(args: ServerArgs) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WARDEN_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = match load(&args) {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!("configuration: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if args.print_config {
+        print!("{}", config.to_toml_string());
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("warden")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let server = match Server::start(config).await {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::error!("cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let signal = shutdown_signal().await;
+    tracing::info!("{signal} received; shutting down");
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the process can still be stopped, just not cleanly.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

@@ -1,0 +1,567 @@
+#!/usr/bin/env bash
+# Compatibility test: two real ClickHouse 18.16 servers (Debian 12's clickhouse-server package)
+# replicate a ReplicatedMergeTree table, and run ON CLUSTER DDL, through the server under test.
+#
+#   scripts/compat/clickhouse/run.sh
+#
+# Environment:
+#   COMPAT_SERVER     warden (default) | zookeeper   (see scripts/compat/server.sh)
+#   WARDEN_BIN        the warden binary (default target/release/warden)
+#   CH_TIMEOUT        hard limit for the whole run in seconds (default 600)
+#   CH_WAIT           how long each replication check polls, seconds (default 60)
+#   CH_LOG_LEVEL      ClickHouse log level (default debug)
+#   CH_KEEP=1         keep the temporary directory (configs, logs, data) and print its path
+#   CH_CAPTURE=DIR    put scripts/golden/capture_proxy.py between ClickHouse and the server
+#                     under test, record the frames into DIR and print which requests were sent
+#   ZK_HEAP           heap of the reference ZooKeeper (default here 256m)
+#
+# Prints `ok - ...` / `not ok - ...` per check; the last line is always
+# `compat clickhouse: N passed, M failed, 0 skipped`; exits 0 iff nothing failed.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../../.." && pwd)"
+
+# --------------------------------------------------------------------------------------------
+# Outer process: temp dir, hard timeout, summary line, last-resort cleanup.
+# --------------------------------------------------------------------------------------------
+if [[ "${1:-}" != "--inner" ]]; then
+  LIMIT="${CH_TIMEOUT:-600}"
+  CH_DIR="$(mktemp -d "${TMPDIR:-/tmp}/compat-clickhouse.XXXXXX")"
+  export CH_DIR
+  : >"$CH_DIR/pids"
+  echo "0 0" >"$CH_DIR/counts"
+  outer_cleanup() {
+    # Anything the inner script could not stop (it was SIGKILLed, say): kill by PID.
+    local pid
+    while read -r pid; do
+      if [[ -n "$pid" ]]; then kill -9 "$pid" 2>/dev/null || true; fi
+    done <"$CH_DIR/pids"
+    if [[ "${CH_KEEP:-0}" != 1 ]]; then rm -rf "$CH_DIR"; fi
+  }
+  trap outer_cleanup EXIT
+  start=$SECONDS
+  rc=0
+  # timeout (without --foreground) signals its whole process group on expiry: the inner script,
+  # the ClickHouse servers and the server under test all get SIGTERM, then SIGKILL 20 s later.
+  timeout --kill-after=20 "$LIMIT" "$0" --inner || rc=$?
+  read -r passed failed <"$CH_DIR/counts"
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "not ok - finished within the hard limit of ${LIMIT} s"
+    failed=$((failed + 1))
+  elif [[ $rc -ne 0 && $failed -eq 0 ]]; then
+    echo "not ok - the test script itself ran to completion (it exited with status $rc)"
+    failed=$((failed + 1))
+  fi
+  if [[ "${CH_KEEP:-0}" == 1 ]]; then echo "# kept $CH_DIR (configs, logs, data)"; fi
+  echo "# wall time $((SECONDS - start)) s"
+  echo "compat clickhouse: $passed passed, $failed failed, 0 skipped"
+  [[ $failed -eq 0 ]]
+  exit
+fi
+
+# --------------------------------------------------------------------------------------------
+# Inner process: the scenario.
+# --------------------------------------------------------------------------------------------
+: "${CH_DIR:?run scripts/compat/clickhouse/run.sh without arguments}"
+export ZK_HEAP="${ZK_HEAP:-256m}"
+WAIT="${CH_WAIT:-60}"
+# shellcheck source=../server.sh
+source "$REPO/scripts/compat/server.sh"
+
+PASSED=0
+FAILED=0
+ok() {
+  PASSED=$((PASSED + 1))
+  echo "ok - $*"
+  echo "$PASSED $FAILED" >"$CH_DIR/counts"
+}
+not_ok() {
+  FAILED=$((FAILED + 1))
+  echo "not ok - $*"
+  echo "$PASSED $FAILED" >"$CH_DIR/counts"
+}
+comment() { sed 's/^/#   /'; }
+
+declare -A CH_PID=() TCP=() HTTP=() INTERSERVER=()
+stop_clickhouse() {
+  local node pid
+  for node in "${!CH_PID[@]}"; do
+    kill "${CH_PID[$node]}" 2>/dev/null || true
+  done
+  for node in "${!CH_PID[@]}"; do
+    pid="${CH_PID[$node]}"
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    unset "CH_PID[$node]"
+  done
+  if [[ -n "${PROXY_PID:-}" ]]; then
+    kill "$PROXY_PID" 2>/dev/null || true
+    wait "$PROXY_PID" 2>/dev/null || true
+    PROXY_PID=""
+  fi
+}
+cleanup() {
+  set +e
+  stop_clickhouse
+  # compat_stop's `wait` returns the server's exit status (143 after SIGTERM), which would trip
+  # set -e inside it; called as the left side of `||`, errexit is off for its whole body.
+  compat_stop || true
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# ---- installation ----------------------------------------------------------------------------
+CH_SERVER_BIN=""
+for c in clickhouse-server /usr/sbin/clickhouse-server /usr/bin/clickhouse-server; do
+  if command -v "$c" >/dev/null 2>&1; then CH_SERVER_BIN="$(command -v "$c")"; break; fi
+done
+if [[ -z "$CH_SERVER_BIN" ]] || ! command -v clickhouse-client >/dev/null 2>&1; then
+  echo "# installing clickhouse-server and clickhouse-client (Debian package)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt_opts=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+  if [[ -z "$(apt-cache policy clickhouse-server 2>/dev/null | sed -n 's/^ *Candidate: *//p' | grep -v '(none)')" ]]; then
+    apt-get "${apt_opts[@]}" update -qq
+  fi
+  # The package's postinst starts and enables the system service (ports 8123/9000/9009). We never
+  # use it: a policy-rc.d that forbids starting services (the Debian mechanism for exactly this)
+  # keeps it from running on a CI machine, unless the machine already has its own policy-rc.d.
+  made_policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  install_rc=0
+  apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends clickhouse-server clickhouse-client \
+    >"$CH_DIR/apt.log" 2>&1 || install_rc=$?
+  if [[ -n "$made_policy" ]]; then rm -f /usr/sbin/policy-rc.d; fi
+  if [[ $install_rc -ne 0 ]]; then
+    not_ok "apt-get install clickhouse-server clickhouse-client"
+    tail -n 30 "$CH_DIR/apt.log" | comment
+    exit 1
+  fi
+  CH_SERVER_BIN="$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)"
+fi
+# If the package's postinst did start the system service, it listens on the default ports only;
+# we never use it and never touch it.
+echo "# $(clickhouse-client --version 2>&1 | head -n1); server binary $CH_SERVER_BIN"
+
+# ---- free ports --------------------------------------------------------------------------------
+declare -A USED_PORTS=()
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 30000))
+    [[ -n "${USED_PORTS[$p]:-}" ]] && continue
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
+    if command -v ss >/dev/null 2>&1 && [[ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]]; then continue; fi
+    USED_PORTS[$p]=1
+    echo "$p"
+    return
+  done
+}
+# Called in the current shell (not in $(...)) so that USED_PORTS remembers every port.
+alloc_port() { local -n _out=$1; _out="$(free_port)"; USED_PORTS[$_out]=1; }
+
+alloc_port ZK_PORT
+for node in a b; do
+  alloc_port TCP[$node]
+  alloc_port HTTP[$node]
+  alloc_port INTERSERVER[$node]
+done
+
+# ---- server under test -------------------------------------------------------------------------
+mkdir -p "$CH_DIR/coord/data"
+cat >"$CH_DIR/coord/zoo.cfg" <<EOF
+tickTime=2000
+dataDir=$CH_DIR/coord/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+EOF
+COORD_LOG="$CH_DIR/coord/server.log"
+echo "# server under test: $COMPAT_SERVER on 127.0.0.1:$ZK_PORT"
+if compat_start "$CH_DIR/coord/zoo.cfg" "$COORD_LOG"; then
+  echo "$COMPAT_PID" >>"$CH_DIR/pids"
+  ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
+else
+  [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$CH_DIR/pids"
+  not_ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
+  tail -n 40 "$COORD_LOG" 2>/dev/null | comment
+  exit 1
+fi
+
+# ---- optional capture of the ZooKeeper traffic (CH_CAPTURE=DIR) ------------------------------
+CH_ZK_PORT=$ZK_PORT
+PROXY_PID=""
+if [[ -n "${CH_CAPTURE:-}" ]]; then
+  mkdir -p "$CH_CAPTURE"
+  CH_CAPTURE="$(cd "$CH_CAPTURE" && pwd)"
+  python3 "$REPO/scripts/golden/capture_proxy.py" --upstream "127.0.0.1:$ZK_PORT" \
+    --out-dir "$CH_CAPTURE" --port-file "$CH_DIR/proxy.ports" \
+    --header "ClickHouse 18.16 (scripts/compat/clickhouse/run.sh) against $COMPAT_SERVER" \
+    2>"$CH_DIR/proxy.log" &
+  PROXY_PID=$!
+  echo "$PROXY_PID" >>"$CH_DIR/pids"
+  for _ in $(seq 1 100); do [[ -s "$CH_DIR/proxy.ports" ]] && break; sleep 0.1; done
+  read -r proxy_listen proxy_control <"$CH_DIR/proxy.ports"
+  exec 4<>"/dev/tcp/127.0.0.1/$proxy_control"
+  echo "SCENARIO clickhouse" >&4
+  read -r -t 10 reply <&4 || true
+  exec 4>&-
+  echo "# capturing ClickHouse's ZooKeeper traffic into $CH_CAPTURE (proxy on 127.0.0.1:$proxy_listen: $reply)"
+  CH_ZK_PORT=$proxy_listen
+fi
+
+# ---- ClickHouse configuration ------------------------------------------------------------------
+write_config() {
+  local node=$1 dir="$CH_DIR/ch-$1"
+  mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas" "$dir/log"
+  cat >"$dir/users.xml" <<'EOF'
+<?xml version="1.0"?>
+<yandex>
+    <profiles>
+        <default>
+            <max_memory_usage>2000000000</max_memory_usage>
+            <max_threads>2</max_threads>
+            <!-- These two are read from the default profile when the server starts. -->
+            <background_pool_size>4</background_pool_size>
+            <background_schedule_pool_size>8</background_schedule_pool_size>
+            <!-- ON CLUSTER waits at most this long for every host (default 180). -->
+            <distributed_ddl_task_timeout>90</distributed_ddl_task_timeout>
+        </default>
+    </profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+    </users>
+    <quotas>
+        <default>
+            <interval>
+                <duration>3600</duration>
+                <queries>0</queries>
+                <errors>0</errors>
+                <result_rows>0</result_rows>
+                <read_rows>0</read_rows>
+                <execution_time>0</execution_time>
+            </interval>
+        </default>
+    </quotas>
+</yandex>
+EOF
+  cat >"$dir/config.xml" <<EOF
+<?xml version="1.0"?>
+<yandex>
+    <logger>
+        <level>${CH_LOG_LEVEL:-debug}</level>
+        <log>$dir/log/server.log</log>
+        <errorlog>$dir/log/server.err.log</errorlog>
+        <size>200M</size>
+        <count>1</count>
+        <console>0</console>
+    </logger>
+    <listen_host>127.0.0.1</listen_host>
+    <http_port>${HTTP[$node]}</http_port>
+    <tcp_port>${TCP[$node]}</tcp_port>
+    <interserver_http_port>${INTERSERVER[$node]}</interserver_http_port>
+    <!-- The address the other replica fetches parts from (default: this machine's FQDN). -->
+    <interserver_http_host>127.0.0.1</interserver_http_host>
+
+    <max_connections>256</max_connections>
+    <keep_alive_timeout>3</keep_alive_timeout>
+    <max_concurrent_queries>20</max_concurrent_queries>
+    <uncompressed_cache_size>16777216</uncompressed_cache_size>
+    <mark_cache_size>16777216</mark_cache_size>
+
+    <path>$dir/data/</path>
+    <tmp_path>$dir/tmp/</tmp_path>
+    <user_files_path>$dir/user_files/</user_files_path>
+    <format_schema_path>$dir/format_schemas/</format_schema_path>
+    <users_config>$dir/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mlock_executable>false</mlock_executable>
+    <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
+
+    <zookeeper>
+        <node index="1">
+            <host>127.0.0.1</host>
+            <port>$CH_ZK_PORT</port>
+        </node>
+        <session_timeout_ms>30000</session_timeout_ms>
+    </zookeeper>
+
+    <macros>
+        <shard>01</shard>
+        <replica>$node</replica>
+    </macros>
+
+    <remote_servers>
+        <compat>
+            <shard>
+                <internal_replication>true</internal_replication>
+                <replica><host>127.0.0.1</host><port>${TCP[a]}</port></replica>
+                <replica><host>127.0.0.1</host><port>${TCP[b]}</port></replica>
+            </shard>
+        </compat>
+    </remote_servers>
+
+    <distributed_ddl>
+        <path>/clickhouse/task_queue/ddl</path>
+    </distributed_ddl>
+</yandex>
+EOF
+}
+
+ch() { # ch <node> <sql> [clickhouse-client options...]
+  local node=$1 sql=$2
+  shift 2
+  timeout 120 clickhouse-client --host 127.0.0.1 --port "${TCP[$node]}" \
+    --connect_timeout=5 --receive_timeout=90 --send_timeout=90 "$@" --query "$sql"
+}
+
+start_clickhouse() {
+  local node=$1 dir="$CH_DIR/ch-$1"
+  write_config "$node"
+  "$CH_SERVER_BIN" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
+  CH_PID[$node]=$!
+  echo "${CH_PID[$node]}" >>"$CH_DIR/pids"
+}
+
+wait_clickhouse() {
+  local node=$1 dir="$CH_DIR/ch-$1" deadline=$((SECONDS + 90))
+  while ((SECONDS < deadline)); do
+    if ! kill -0 "${CH_PID[$node]}" 2>/dev/null; then
+      not_ok "clickhouse $node starts (it exited)"
+      tail -n 30 "$dir/log/stdout.log" "$dir/log/server.err.log" 2>/dev/null | comment
+      return 1
+    fi
+    if [[ "$(ch "$node" "SELECT 1" 2>/dev/null)" == 1 ]]; then
+      ok "clickhouse $node answers on 127.0.0.1:${TCP[$node]} (pid ${CH_PID[$node]})"
+      return 0
+    fi
+    sleep 0.5
+  done
+  not_ok "clickhouse $node answers within 90 s"
+  tail -n 30 "$dir/log/server.err.log" 2>/dev/null | comment
+  return 1
+}
+
+# exec_ok <description> <node> <sql>: the statement succeeds.
+exec_ok() {
+  local desc=$1 node=$2 sql=$3 out
+  if out="$(ch "$node" "$sql" 2>&1)"; then
+    ok "$desc"
+    return 0
+  fi
+  not_ok "$desc"
+  printf '%s\n' "$out" | tail -n 20 | comment
+  return 1
+}
+
+# expect <description> <node> <sql> <expected output> [seconds to poll]
+expect() {
+  local desc=$1 node=$2 sql=$3 want=$4 wait=${5:-0} out deadline
+  deadline=$((SECONDS + wait))
+  while :; do
+    out="$(ch "$node" "$sql" 2>&1)" || true
+    if [[ "$out" == "$want" ]]; then
+      ok "$desc"
+      return 0
+    fi
+    ((SECONDS < deadline)) || break
+    sleep 0.5
+  done
+  not_ok "$desc"
+  {
+    echo "query on $node: $sql"
+    echo "expected:"
+    printf '%s\n' "$want" | sed 's/^/  /'
+    echo "got:"
+    printf '%s\n' "$out" | tail -n 20 | sed 's/^/  /'
+  } | comment
+  return 1
+}
+
+# on_cluster_ok <description> <node> <ON CLUSTER statement>: the statement succeeds and its
+# result (host, port, status, error, num_hosts_remaining, num_hosts_active) has one row per
+# replica of the cluster, each with status 0.
+on_cluster_ok() {
+  local desc=$1 node=$2 sql=$3 out got want
+  want="$(printf '127.0.0.1\t%s\t0\n' "${TCP[a]}" "${TCP[b]}" | sort)"
+  if out="$(ch "$node" "$sql" --format TSV 2>&1)"; then
+    got="$(printf '%s\n' "$out" | cut -f1-3 | sort)"
+    if [[ "$got" == "$want" ]]; then
+      ok "$desc"
+      return 0
+    fi
+  fi
+  not_ok "$desc"
+  {
+    echo "query on $node: $sql"
+    echo "expected (host, port, status):"
+    printf '%s\n' "$want" | sed 's/^/  /'
+    echo "got:"
+    printf '%s\n' "$out" | tail -n 20 | sed 's/^/  /'
+  } | comment
+  return 1
+}
+
+# Waits until the node's replication queue of the table is empty (SYSTEM SYNC REPLICA).
+# A failure here is only reported: the checks that follow poll anyway.
+sync_replica() {
+  local out
+  if ! out="$(ch "$1" "SYSTEM SYNC REPLICA $2" 2>&1)"; then
+    echo "# SYSTEM SYNC REPLICA $2 on $1 failed:"
+    printf '%s\n' "$out" | tail -n 5 | comment
+  fi
+}
+
+# ---- the scenario ------------------------------------------------------------------------------
+scenario() {
+  start_clickhouse a
+  start_clickhouse b
+  wait_clickhouse a || return 1
+  wait_clickhouse b || return 1
+  echo "# $(ch a 'SELECT version()' 2>&1)"
+
+  local node
+  for node in a b; do
+    expect "clickhouse $node reads the coordination service (system.zookeeper at /)" "$node" \
+      "SELECT count() > 0 FROM system.zookeeper WHERE path = '/'" 1 "$WAIT"
+  done
+
+  local cols="id UInt32, v String"
+  for node in a b; do
+    exec_ok "CREATE TABLE t ReplicatedMergeTree on $node" "$node" \
+      "CREATE TABLE t ($cols) ENGINE = ReplicatedMergeTree('/clickhouse/tables/01/t', '{replica}') ORDER BY id" \
+      || return 1
+  done
+  expect "both replicas registered (system.zookeeper .../replicas)" a \
+    "SELECT name FROM system.zookeeper WHERE path = '/clickhouse/tables/01/t/replicas' ORDER BY name" \
+    $'a\nb' "$WAIT"
+  for node in a b; do
+    expect "system.replicas on $node: writable, 2 of 2 replicas active" "$node" \
+      "SELECT is_readonly, is_session_expired, total_replicas, active_replicas FROM system.replicas WHERE table = 't'" \
+      $'0\t0\t2\t2' "$WAIT"
+  done
+
+  # INSERT on A -> B.
+  exec_ok "INSERT 3 rows on a" a "INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')"
+  expect "the rows inserted on a are on a" a "SELECT count(), sum(id) FROM t" $'3\t6'
+  expect "the rows inserted on a replicate to b" b "SELECT count(), sum(id) FROM t" $'3\t6' "$WAIT"
+
+  # INSERT on B -> A.
+  exec_ok "INSERT 2 rows on b" b "INSERT INTO t VALUES (4, 'four'), (5, 'five')"
+  expect "the rows inserted on b replicate to a" a \
+    "SELECT groupArray(id), groupArray(v) FROM (SELECT id, v FROM t ORDER BY id)" \
+    "[1,2,3,4,5]	['one','two','three','four','five']" "$WAIT"
+
+  # Deduplication of identical blocks (the block hashes live in the coordination service).
+  exec_ok "repeat the identical INSERT block on a" a "INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')"
+  exec_ok "repeat a's INSERT block on b" b "INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')"
+  exec_ok "repeat b's INSERT block on a" a "INSERT INTO t VALUES (4, 'four'), (5, 'five')"
+  sync_replica a t
+  sync_replica b t
+  for node in a b; do
+    expect "duplicates dropped on $node: still 5 rows" "$node" "SELECT count(), sum(id) FROM t" $'5\t15'
+  done
+  expect "two block ids recorded in .../blocks" a \
+    "SELECT count() FROM system.zookeeper WHERE path = '/clickhouse/tables/01/t/blocks'" 2
+  # A different block is not a duplicate.
+  exec_ok "INSERT a different block on a" a "INSERT INTO t VALUES (6, 'six')"
+  expect "the new block replicates to b" b "SELECT count(), sum(id) FROM t" $'6\t21' "$WAIT"
+
+  # OPTIMIZE FINAL: one merge, replicated as a log entry.
+  sync_replica a t
+  sync_replica b t
+  exec_ok "OPTIMIZE TABLE t FINAL on a" a "OPTIMIZE TABLE t FINAL"
+  for node in a b; do
+    expect "one active part on $node after the merge" "$node" \
+      "SELECT count(), sum(rows) FROM system.parts WHERE database = currentDatabase() AND table = 't' AND active" \
+      $'1\t6' "$WAIT"
+  done
+
+  # ALTER ADD COLUMN on A -> B.
+  exec_ok "ALTER TABLE t ADD COLUMN on a" a "ALTER TABLE t ADD COLUMN w UInt32 DEFAULT id * 10"
+  expect "the new column is on b" b \
+    "SELECT name, type, default_kind FROM system.columns WHERE database = currentDatabase() AND table = 't' AND name = 'w'" \
+    "w	UInt32	DEFAULT" "$WAIT"
+  expect "the new column reads on b" b "SELECT sum(w) FROM t" 210 "$WAIT"
+  exec_ok "INSERT with the new column on b" b "INSERT INTO t (id, v, w) VALUES (7, 'seven', 700)"
+  expect "that row replicates to a" a "SELECT v, w FROM t WHERE id = 7" "seven	700" "$WAIT"
+
+  # A mutation (ALTER ... DELETE) issued on A applies on both replicas.
+  exec_ok "ALTER TABLE t DELETE WHERE id IN (2, 4) on a" a "ALTER TABLE t DELETE WHERE id IN (2, 4)"
+  for node in a b; do
+    expect "the mutation is done on $node (system.mutations)" "$node" \
+      "SELECT count(), sum(is_done) FROM system.mutations WHERE database = currentDatabase() AND table = 't'" \
+      $'1\t1' "$WAIT"
+    expect "the mutation's effect on $node" "$node" \
+      "SELECT groupArray(id) FROM (SELECT id FROM t ORDER BY id)" "[1,3,5,6,7]" "$WAIT"
+  done
+
+  # ON CLUSTER DDL through the distributed DDL queue.
+  on_cluster_ok "CREATE TABLE t2 ON CLUSTER compat on a: both hosts report status 0" a \
+    "CREATE TABLE t2 ON CLUSTER compat (k UInt64, s String) ENGINE = ReplicatedMergeTree('/clickhouse/tables/01/t2', '{replica}') ORDER BY k"
+  for node in a b; do
+    expect "t2 exists on $node" "$node" \
+      "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = 't2'" \
+      ReplicatedMergeTree "$WAIT"
+  done
+  expect "the DDL queue holds the task" a \
+    "SELECT count() FROM system.zookeeper WHERE path = '/clickhouse/task_queue/ddl'" 1
+  exec_ok "INSERT into t2 on b" b "INSERT INTO t2 VALUES (42, 'answer')"
+  expect "t2's row replicates to a" a "SELECT k, s FROM t2" "42	answer" "$WAIT"
+  on_cluster_ok "DROP TABLE t2 ON CLUSTER compat on b: both hosts report status 0" b \
+    "DROP TABLE t2 ON CLUSTER compat"
+  for node in a b; do
+    expect "t2 is gone on $node" "$node" \
+      "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 't2'" 0 "$WAIT"
+  done
+
+  # Nothing went wrong behind the scenes.
+  for node in a b; do
+    expect "replica $node of t: not read-only, empty queue, no lag" "$node" \
+      "SELECT is_readonly, queue_size, absolute_delay, active_replicas FROM system.replicas WHERE table = 't'" \
+      $'0\t0\t0\t2' "$WAIT"
+  done
+}
+
+scenario || true
+stop_clickhouse
+
+if [[ -n "${CH_CAPTURE:-}" ]]; then
+  decoded="$CH_DIR/capture.decoded"
+  python3 "$REPO/scripts/golden/zkdecode.py" "$CH_CAPTURE"/clickhouse*.txt >"$decoded" 2>&1 || true
+  echo "# ZooKeeper requests ClickHouse sent (count, op), from $CH_CAPTURE:"
+  sed -n 's/^C xid=[-0-9]* \([A-Za-z0-9]*([-0-9]*)\).*/\1/p; s/^C \(ConnectRequest\).*/\1/p' "$decoded" \
+    | sort | uniq -c | sort -rn | comment
+  echo "# replies with an error (count, op, error):"
+  sed -n 's/^S xid=[-0-9]* zxid=[^ ]* err=\(-[0-9]*\) \([A-Za-z]*\) reply to \([^ ]*\).*/\3 \2(\1)/p' "$decoded" \
+    | sort | uniq -c | sort -rn | comment
+fi
+
+if ((FAILED > 0)); then
+  echo "# --- failure: log tails ---"
+  for node in a b; do
+    for f in "$CH_DIR/ch-$node/log/server.err.log" "$CH_DIR/ch-$node/log/stdout.log"; do
+      if [[ -s "$f" ]]; then
+        echo "# $node: tail of $f"
+        tail -n 40 "$f" | comment
+      fi
+    done
+  done
+  echo "# tail of the $COMPAT_SERVER log ($COORD_LOG)"
+  tail -n 40 "$COORD_LOG" 2>/dev/null | comment
+fi
+((FAILED == 0))

@@ -1,0 +1,693 @@
+#!/usr/bin/env bash
+# Compatibility test: scripted sessions with ZooKeeper's own command-line clients against the
+# server under test, outputs checked line by line:
+#   - the Java zkCli (org.apache.zookeeper.ZooKeeperMain from the ZooKeeper 3.9.5 jars that
+#     scripts/zookeeper/install.sh installs), interactive sessions fed through a FIFO plus
+#     one-shot invocations (`ZooKeeperMain -server H:P cmd args`);
+#   - the C client's shell `cli_mt` (Debian 12's zookeeper-bin package, ZooKeeper 3.8.0,
+#     /usr/lib/zookeeper/bin/cli_mt), fed through a FIFO.
+#
+#   scripts/compat/zkcli/run.sh
+#
+# Environment:
+#   COMPAT_SERVER     warden (default) | zookeeper   (see scripts/compat/server.sh)
+#   WARDEN_BIN        the warden binary (default target/release/warden)
+#   ZKCLI_TIMEOUT     hard limit for the whole run in seconds (default 300)
+#   ZKCLI_WAIT        how long one step waits for a client's answer, seconds (default 20)
+#   ZKCLI_KEEP=1      keep the temporary directory (zoo.cfg, server and client logs) and print
+#                     its path (it is also kept when a check failed)
+#   CLI_MT            path of cli_mt (default: from the zookeeper-bin package, installed if missing)
+#   ZK_HEAP           heap of the reference ZooKeeper (default here 256m)
+#
+# Prints `ok - ...` / `not ok - ...` per check and `# ...` comments; the last line is always
+# `compat zkcli: N passed, M failed, 0 skipped`; exits 0 iff nothing failed.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../../.." && pwd)"
+
+# --------------------------------------------------------------------------------------------
+# Outer process: temp dir, hard timeout, summary line, last-resort cleanup.
+# --------------------------------------------------------------------------------------------
+if [[ "${1:-}" != "--inner" ]]; then
+  LIMIT="${ZKCLI_TIMEOUT:-300}"
+  ZKCLI_DIR="$(mktemp -d "${TMPDIR:-/tmp}/compat-zkcli.XXXXXX")"
+  export ZKCLI_DIR
+  : >"$ZKCLI_DIR/pids"
+  echo "0 0" >"$ZKCLI_DIR/counts"
+  start=$SECONDS
+  rc=0
+  # timeout (without --foreground) signals its whole process group on expiry: the inner script,
+  # the clients and the server under test all get SIGTERM, then SIGKILL 20 s later.
+  timeout --kill-after=20 "$LIMIT" "$0" --inner || rc=$?
+  read -r passed failed <"$ZKCLI_DIR/counts"
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "not ok - finished within the hard limit of ${LIMIT} s"
+    failed=$((failed + 1))
+  elif [[ $rc -ne 0 ]]; then
+    echo "not ok - the test script itself ran to completion (it exited with status $rc)"
+    failed=$((failed + 1))
+  fi
+  # Anything the inner script could not stop (it was SIGKILLed, say): kill by PID.
+  while read -r pid; do
+    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
+  done <"$ZKCLI_DIR/pids"
+  if [[ "${ZKCLI_KEEP:-0}" == 1 || $failed -ne 0 ]]; then
+    echo "# kept $ZKCLI_DIR"
+  else
+    rm -rf "$ZKCLI_DIR"
+  fi
+  echo "# wall time $((SECONDS - start)) s"
+  echo "compat zkcli: $passed passed, $failed failed, 0 skipped"
+  [[ $failed -eq 0 ]]
+  exit
+fi
+
+# --------------------------------------------------------------------------------------------
+# Inner process: the scenario.
+# --------------------------------------------------------------------------------------------
+: "${ZKCLI_DIR:?run scripts/compat/zkcli/run.sh without arguments}"
+export ZK_HEAP="${ZK_HEAP:-256m}"
+WAIT="${ZKCLI_WAIT:-20}"
+# shellcheck source=../server.sh
+source "$REPO/scripts/compat/server.sh"
+
+PASSED=0
+FAILED=0
+ok() {
+  PASSED=$((PASSED + 1))
+  echo "ok - $*"
+  echo "$PASSED $FAILED" >"$ZKCLI_DIR/counts"
+}
+not_ok() {
+  FAILED=$((FAILED + 1))
+  echo "not ok - $*"
+  echo "$PASSED $FAILED" >"$ZKCLI_DIR/counts"
+}
+comment() { awk '{ print "#   " $0 }'; }
+
+# OUT holds the output of the last client command; the checks look at it.
+OUT=""
+show_out() {
+  echo "#   output was:"
+  { head -n 40 <<<"$OUT" | cat -A | awk '{ print "#     " $0 }'; } || true
+}
+trim_out() { while [[ "$OUT" == *$'\n' ]]; do OUT="${OUT%$'\n'}"; done; }
+# Predicates on OUT.
+line() { grep -qxF -- "$1" <<<"$OUT"; }        # an exact line
+no_re() { ! grep -qE -- "$1" <<<"$OUT"; }      # no line containing the regex
+# check DESCRIPTION PREDICATE ARGS...: ok, or not ok and the output.
+check() {
+  local desc=$1
+  shift
+  if "$@"; then ok "$desc"; else not_ok "$desc"; show_out; fi
+}
+# check_eq DESCRIPTION GOT WANT
+check_eq() {
+  if [[ "$2" == "$3" ]]; then ok "$1"; else not_ok "$1"; echo "#   got '$2', want '$3'"; show_out; fi
+}
+# The value after "NAME = " (zkCli Stat) or "NAME=" (cli_mt Stat) in OUT, first occurrence.
+field() { sed -n -E "/^[[:space:]]*$1 ?= ?/{s/^[[:space:]]*$1 ?= ?([^[:space:]]*).*/\\1/p;q}" <<<"$OUT"; }
+# A printed time (ctime/mtime, either client's format) within 10 minutes of now.
+near_now() {
+  local t
+  [[ -n "$1" ]] || return 1
+  t="$(date -d "$1" +%s 2>/dev/null)" || return 1
+  ((t > $(date +%s) - 600 && t < $(date +%s) + 600))
+}
+check_time() {
+  if near_now "$2"; then ok "$1"; else not_ok "$1"; echo "#   printed time '$2' is not within 10 min of now"; fi
+}
+
+# ---- client sessions driven through FIFOs ----------------------------------------------------
+# A session is a client process whose stdin is a FIFO we keep open and whose stdout+stderr go to
+# a log; commands are written to the FIFO, answers are waited for in the log (from a byte offset).
+declare -A S_PID=() S_FD=() S_LOG=()
+sess_open() {
+  local name=$1
+  shift
+  local fifo="$ZKCLI_DIR/$name.in"
+  S_LOG[$name]="$ZKCLI_DIR/$name.log"
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  # The client must not inherit the other sessions' FIFO write ends (their EOF would never come).
+  (
+    for fd in "${S_FD[@]}"; do [[ -n "$fd" ]] && exec {fd}>&-; done
+    exec "$@"
+  ) <"$fifo" >"${S_LOG[$name]}" 2>&1 &
+  S_PID[$name]=$!
+  echo "${S_PID[$name]}" >>"$ZKCLI_DIR/pids"
+  local fd
+  exec {fd}>"$fifo"
+  S_FD[$name]=$fd
+}
+sess_send() {
+  # The client may have died: no SIGPIPE for us.
+  (trap '' PIPE; printf '%s\n' "$2" >&"${S_FD[$1]}") 2>/dev/null || true
+}
+sess_size() { stat -c %s "${S_LOG[$1]}"; }
+sess_since() { tail -c +"$(($2 + 1))" "${S_LOG[$1]}"; }
+# sess_wait NAME OFFSET REGEX [SECONDS]: a line of the log after OFFSET matches REGEX (grep -E).
+sess_wait() {
+  local name=$1 off=$2 regex=$3 deadline=$((SECONDS + ${4:-$WAIT})) text
+  while :; do
+    text="$(sess_since "$name" "$off")"
+    grep -qE -- "$regex" <<<"$text" && return 0
+    ((SECONDS < deadline)) || return 1
+    kill -0 "${S_PID[$name]}" 2>/dev/null || { text="$(sess_since "$name" "$off")"; grep -qE -- "$regex" <<<"$text"; return; }
+    sleep 0.1
+  done
+}
+# sess_count NAME OFFSET REGEX: how many log lines after OFFSET match REGEX.
+sess_count() {
+  local text
+  text="$(sess_since "$1" "$2")"
+  grep -cE -- "$3" <<<"$text" || true
+}
+# sess_exit NAME [SECONDS]: close its stdin, wait for the process to end (killing it after
+# SECONDS); sets S_RC to its exit status (or 'killed').
+S_RC=""
+sess_exit() {
+  local name=$1 deadline=$((SECONDS + ${2:-$WAIT})) pid=${S_PID[$1]} fd=${S_FD[$1]:-}
+  if [[ -n "$fd" ]]; then
+    exec {fd}>&-
+    S_FD[$name]=""
+  fi
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= deadline)); then
+      kill "$pid" 2>/dev/null || true
+      sleep 1
+      kill -9 "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      S_RC=killed
+      return 1
+    fi
+    sleep 0.1
+  done
+  S_RC=0
+  wait "$pid" 2>/dev/null || S_RC=$?
+  return 0
+}
+
+# A client that did not answer in time is killed: the later steps of its session then fail at
+# once instead of waiting out their own timeouts.
+sess_kill_stuck() {
+  local name=$1 pid=${S_PID[$1]}
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "# $2 $name: $3 within ${WAIT} s; killing it, its later steps fail at once"
+    kill "$pid" 2>/dev/null || true
+    sleep 0.5
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  else
+    echo "# $2 $name: $3 (the client is no longer running)"
+  fi
+}
+
+cleanup() {
+  local name
+  for name in "${!S_PID[@]}"; do
+    kill "${S_PID[$name]}" 2>/dev/null || true
+  done
+  for name in "${!S_PID[@]}"; do
+    for _ in $(seq 1 50); do
+      kill -0 "${S_PID[$name]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "${S_PID[$name]}" 2>/dev/null || true
+    wait "${S_PID[$name]}" 2>/dev/null || true
+  done
+  # `|| true` turns errexit off inside compat_stop: its `wait` returns the server's exit status
+  # (143 for a JVM stopped by SIGTERM), which under `set -e` would end this trap with that status.
+  compat_stop || true
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# ---- free port ---------------------------------------------------------------------------------
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 30000))
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
+    if command -v ss >/dev/null 2>&1 && [[ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]]; then continue; fi
+    echo "$p"
+    return
+  done
+}
+
+# ---- installation ------------------------------------------------------------------------------
+JAVA_OK=0
+if ZK_HOME="$("$REPO/scripts/zookeeper/install.sh")" && [[ -f "$ZK_HOME/lib/zookeeper-3.9.5.jar" ]]; then
+  if ls "$ZK_HOME"/lib/jline-*.jar >/dev/null 2>&1; then
+    ok "zkCli: ZooKeeper 3.9.5 client jars (with jline) installed in $ZK_HOME/lib"
+    JAVA_OK=1
+  else
+    not_ok "zkCli: ZooKeeper 3.9.5 client jars (with jline) installed in $ZK_HOME/lib (no jline jar)"
+  fi
+else
+  not_ok "zkCli: ZooKeeper 3.9.5 client jars installed by scripts/zookeeper/install.sh"
+fi
+
+C_OK=0
+CLI_MT="${CLI_MT:-}"
+if [[ -z "$CLI_MT" ]]; then
+  if ! dpkg -s zookeeper-bin >/dev/null 2>&1 || [[ ! -x /usr/lib/zookeeper/bin/cli_mt ]]; then
+    echo "# installing zookeeper-bin (Debian package: the C client's cli_mt)"
+    export DEBIAN_FRONTEND=noninteractive
+    SUDO=()
+    [[ $EUID -ne 0 ]] && command -v sudo >/dev/null 2>&1 && SUDO=(sudo -E)
+    apt_opts=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+    # apt-get update only when the package lists do not know the package.
+    if [[ -z "$(apt-cache policy zookeeper-bin 2>/dev/null | sed -n 's/^ *Candidate: *//p' | grep -v '(none)')" ]]; then
+      "${SUDO[@]}" apt-get "${apt_opts[@]}" update -qq 2>&1 | comment || true
+    fi
+    "${SUDO[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends zookeeper-bin 2>&1 \
+      | grep -v '^\(Selecting\|Preparing\|Unpacking\|Setting up\|Processing\|(Reading\)' | comment || true
+  fi
+  CLI_MT="$(dpkg -L zookeeper-bin 2>/dev/null | grep '/cli_mt$' | head -n1 || true)"
+fi
+if [[ -n "$CLI_MT" && -x "$CLI_MT" ]]; then
+  ok "cli_mt: C client shell available at $CLI_MT ($(dpkg-query -W -f '${Package} ${Version}' zookeeper-bin 2>/dev/null || echo '?'))"
+  C_OK=1
+else
+  not_ok "cli_mt: C client shell installed (Debian package zookeeper-bin)"
+fi
+
+# ---- server under test -------------------------------------------------------------------------
+PORT="${ZKCLI_PORT:-$(free_port)}"
+HP="127.0.0.1:$PORT"
+mkdir -p "$ZKCLI_DIR/data"
+cat >"$ZKCLI_DIR/zoo.cfg" <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$ZKCLI_DIR/data
+clientPort=$PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+4lw.commands.whitelist=*
+EOF
+SERVER_LOG="$ZKCLI_DIR/server.log"
+echo "# server under test: $COMPAT_SERVER on $HP"
+if compat_start "$ZKCLI_DIR/zoo.cfg" "$SERVER_LOG" 2>"$ZKCLI_DIR/start.err"; then
+  echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+  ok "$COMPAT_SERVER listens on $HP"
+else
+  [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+  not_ok "$COMPAT_SERVER listens on $HP"
+  comment <"$ZKCLI_DIR/start.err"
+  exit 0 # nothing more to check; a status other than 0 means the script itself broke
+fi
+
+# ================================================================================================
+# Java zkCli
+# ================================================================================================
+JAVA_CLI=(java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+  -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+  -cp "${ZK_HOME:-.}/lib/*" org.apache.zookeeper.ZooKeeperMain -server "$HP")
+# Prompt before command N: "[zk: 127.0.0.1:PORT(CONNECTED) N] " (no newline; commands are not
+# echoed: the dumb jline terminal of a non-tty stdin).
+declare -A J_N=()
+# j_open NAME: an interactive zkCli; waits for the connection and the first prompt.
+j_open() {
+  sess_open "$1" "${JAVA_CLI[@]}"
+  J_N[$1]=0
+  if sess_wait "$1" 0 '^WatchedEvent state:SyncConnected type:None path:null' 60 \
+     && sess_wait "$1" 0 '\[zk: [^]]*\) 0\] ' 30; then
+    ok "zkCli $1: interactive session connects (SyncConnected event, prompt 0)"
+    return 0
+  fi
+  not_ok "zkCli $1: interactive session connects (SyncConnected event, prompt 0)"
+  { sess_since "$1" 0 | tail -n 20 | comment; } || true
+  sess_kill_stuck "$1" zkCli "not connected"
+  return 1
+}
+# j_cmd NAME COMMAND: runs one command; OUT = what was printed between its prompt and the next
+# one (or everything since, if the next prompt did not come).
+j_cmd() {
+  local name=$1 cmd=$2 off next content
+  off="$(sess_size "$name")"
+  next=$((J_N[$name] + 1))
+  sess_send "$name" "$cmd"
+  if sess_wait "$name" "$off" "\\[zk: [^]]*\\) $next\\] "; then
+    J_N[$name]=$next
+    content="$(sess_since "$name" "$off")"
+    OUT="${content%%"[zk: "*") $next] "*}"
+    trim_out
+    return 0
+  fi
+  OUT="$(sess_since "$name" "$off")"
+  sess_kill_stuck "$name" "zkCli" "no prompt after '$cmd'"
+  return 0
+}
+# j_shot ARGS...: a one-shot `ZooKeeperMain -server H:P ARGS...`; OUT = stdout+stderr, J_RC = status.
+J_RC=0
+j_shot() {
+  J_RC=0
+  OUT="$(timeout --foreground -k 5 30 "${JAVA_CLI[@]}" "$@" 2>&1)" || J_RC=$?
+}
+# The watch event line of the 3.9 client: "WatchedEvent state:SyncConnected type:T path:P zxid: Z".
+# Lines zkCli prints for a failed command.
+J_ERR='^(Node does not exist|Node not empty|Node already exists|version No is not valid|Ephemerals cannot|Insufficient permission|Authentication is not valid|Connection|KeeperErrorCode)|Exception|ERROR'
+j_event() { printf '^WatchedEvent state:SyncConnected type:%s path:%s( zxid: -?[0-9]+)?$' "$1" "$2"; }
+j_event_check() { # DESC NAME OFFSET TYPE PATH
+  if sess_wait "$2" "$3" "$(j_event "$4" "$5")"; then ok "$1"; else
+    not_ok "$1"; echo "#   no line 'WatchedEvent state:SyncConnected type:$4 path:$5 ...' in $2's output since:"
+    { sess_since "$2" "$3" | head -n 30 | comment; } || true
+  fi
+}
+
+zkcli_session() {
+  local R=/zkcli-j off
+  j_open ja || return 0
+
+  # create / get -s / set -s / get
+  j_cmd ja "create $R hello-j"
+  check "zkCli create $R hello-j: prints 'Created $R'" line "Created $R"
+
+  j_cmd ja "get -s $R"
+  check "zkCli get -s $R: data line 'hello-j'" line "hello-j"
+  check "zkCli get -s $R: dataVersion = 0" line "dataVersion = 0"
+  check "zkCli get -s $R: cversion = 0, aclVersion = 0" eval 'line "cversion = 0" && line "aclVersion = 0"'
+  check "zkCli get -s $R: ephemeralOwner = 0x0" line "ephemeralOwner = 0x0"
+  check "zkCli get -s $R: dataLength = 7, numChildren = 0" eval 'line "dataLength = 7" && line "numChildren = 0"'
+  check "zkCli get -s $R: cZxid/mZxid/pZxid hex, equal, nonzero" \
+    eval '[[ "$(field cZxid)" =~ ^0x[0-9a-f]+$ && "$(field cZxid)" == "$(field mZxid)" && "$(field cZxid)" == "$(field pZxid)" ]] && (( $(field cZxid) > 0 ))'
+  local czxid ctime
+  czxid="$(field cZxid)"
+  ctime="$(sed -n '/^ctime = /{s///p;q}' <<<"$OUT")"
+  check_time "zkCli get -s $R: ctime is now (ms since epoch): '$ctime'" "$ctime"
+  check "zkCli get -s $R: mtime = ctime" eval '[[ -n "$ctime" && "$(sed -n "s/^mtime = //p" <<<"$OUT")" == "$ctime" ]]'
+
+  j_cmd ja "set -s $R hello-j2"
+  check "zkCli set -s $R: dataVersion = 1" line "dataVersion = 1"
+  check "zkCli set -s $R: dataLength = 8" line "dataLength = 8"
+  check "zkCli set -s $R: cZxid unchanged, mZxid > cZxid" \
+    eval '[[ "$(field cZxid)" == "$czxid" && -n "$(field mZxid)" ]] && (( $(field mZxid) > $(field cZxid) ))'
+
+  j_cmd ja "get $R"
+  check "zkCli get $R: prints 'hello-j2' (only)" eval '[[ "$OUT" == "hello-j2" ]]'
+
+  j_cmd ja "set -v 0 $R stale"
+  check "zkCli set -v 0 (stale version): 'version No is not valid : $R' (BadVersion)" \
+    line "version No is not valid : $R"
+
+  # sequential, ephemeral, ls
+  j_cmd ja "create -s $R/seq- s"
+  check "zkCli create -s $R/seq-: 'Created $R/seq-0000000000'" line "Created $R/seq-0000000000"
+  j_cmd ja "create -s $R/seq- s"
+  check "zkCli create -s $R/seq- again: 'Created $R/seq-0000000001'" line "Created $R/seq-0000000001"
+
+  j_cmd ja "create -e $R/eph e"
+  check "zkCli create -e $R/eph: 'Created $R/eph'" line "Created $R/eph"
+  j_cmd ja "stat $R/eph"
+  local owner
+  owner="$(field ephemeralOwner)"
+  check "zkCli stat $R/eph: ephemeralOwner = 0x<session id> (nonzero): '$owner'" \
+    eval '[[ "$owner" =~ ^0x[1-9a-f][0-9a-f]*$ ]]'
+  check "zkCli stat $R/eph: dataLength = 1, dataVersion = 0" eval 'line "dataLength = 1" && line "dataVersion = 0"'
+
+  j_cmd ja "ls $R"
+  check "zkCli ls $R: '[eph, seq-0000000000, seq-0000000001]'" line "[eph, seq-0000000000, seq-0000000001]"
+  j_cmd ja "ls -s $R"
+  check "zkCli ls -s $R: children, numChildren = 3, cversion = 3" \
+    eval 'line "[eph, seq-0000000000, seq-0000000001]" && line "numChildren = 3" && line "cversion = 3"'
+
+  # a second client: the ephemeral is visible there, and it triggers ja's watches
+  if j_open jb; then
+    j_cmd jb "stat $R/eph"
+    check "zkCli (2nd client) stat $R/eph: visible, same ephemeralOwner $owner" line "ephemeralOwner = $owner"
+
+    j_cmd ja "get -w $R"
+    check "zkCli get -w $R: 'hello-j2'" line "hello-j2"
+    off="$(sess_size ja)"
+    j_cmd jb "set $R hello-j3"
+    check "zkCli (2nd client) set $R: prints nothing" eval '[[ -z "$OUT" ]]'
+    j_event_check "zkCli get -w watch fires on the other client's set: 'WatchedEvent state:SyncConnected type:NodeDataChanged path:$R'" \
+      ja "$off" NodeDataChanged "$R"
+
+    j_cmd ja "ls -w $R"
+    check "zkCli ls -w $R: '[eph, seq-0000000000, seq-0000000001]'" line "[eph, seq-0000000000, seq-0000000001]"
+    off="$(sess_size ja)"
+    j_cmd jb "create $R/child c"
+    check "zkCli (2nd client) create $R/child" line "Created $R/child"
+    j_event_check "zkCli ls -w watch fires: 'WatchedEvent state:SyncConnected type:NodeChildrenChanged path:$R'" \
+      ja "$off" NodeChildrenChanged "$R"
+
+    j_cmd ja "stat -w $R/w"
+    check "zkCli stat -w $R/w (missing): 'Node does not exist: $R/w'" line "Node does not exist: $R/w"
+    off="$(sess_size ja)"
+    j_cmd jb "create $R/w w"
+    check "zkCli (2nd client) create $R/w" line "Created $R/w"
+    j_event_check "zkCli stat -w watch on a missing node fires: 'WatchedEvent state:SyncConnected type:NodeCreated path:$R/w'" \
+      ja "$off" NodeCreated "$R/w"
+  fi
+
+  j_cmd ja "get -w $R/w"
+  check "zkCli get -w $R/w: 'w'" line "w"
+  off="$(sess_size ja)"
+  j_cmd ja "delete $R/w"
+  check "zkCli delete $R/w: prints no error" no_re "$J_ERR"
+  j_event_check "zkCli get -w watch fires on the same client's delete: 'WatchedEvent state:SyncConnected type:NodeDeleted path:$R/w'" \
+    ja "$off" NodeDeleted "$R/w"
+
+  # errors
+  j_cmd ja "delete $R/w"
+  check "zkCli delete $R/w again: 'Node does not exist: $R/w' (NoNode)" line "Node does not exist: $R/w"
+  j_cmd ja "get $R/missing"
+  check "zkCli get $R/missing: 'Node does not exist: $R/missing'" line "Node does not exist: $R/missing"
+  j_cmd ja "create $R dup"
+  check "zkCli create $R again: 'Node already exists: $R' (NodeExists)" line "Node already exists: $R"
+  j_cmd ja "delete $R"
+  check "zkCli delete $R (has children): 'Node not empty: $R' (NotEmpty)" line "Node not empty: $R"
+  j_cmd ja "create $R/eph/x x"
+  check "zkCli create $R/eph/x: 'Ephemerals cannot have children: $R/eph/x'" \
+    line "Ephemerals cannot have children: $R/eph/x"
+
+  # stat: what all of the above did to the parent
+  j_cmd ja "stat $R"
+  check "zkCli stat $R: numChildren = 4 (eph, child, 2 seq)" line "numChildren = 4"
+  check "zkCli stat $R: cversion = 6 (5 creates + 1 delete of children)" line "cversion = 6"
+  check "zkCli stat $R: dataVersion = 2, dataLength = 8" eval 'line "dataVersion = 2" && line "dataLength = 8"'
+  check "zkCli stat $R: no data line" no_re '^hello'
+
+  # the get -w watch on $R is one-shot: a second set does not fire it again
+  if [[ -n "${S_PID[jb]:-}" ]]; then
+    j_cmd jb "set $R hello-j4"
+    j_cmd ja "get $R" # a round trip on ja: an event sent before its answer has been printed
+    check "zkCli: the get -w watch fired exactly once (one-shot) after two sets" \
+      eval '[[ "$(sess_count ja 0 "$(j_event NodeDataChanged "$R")")" == 1 ]]'
+  fi
+
+  # ja quits: its ephemeral node goes with its session
+  sess_send ja "quit"
+  if sess_exit ja; then ok "zkCli ja: quit ends the client"; else not_ok "zkCli ja: quit ends the client (killed)"; fi
+
+  j_shot stat "$R/eph"
+  check "zkCli one-shot (new client) stat $R/eph after ja quit: 'Node does not exist: $R/eph', exit 1" \
+    eval 'line "Node does not exist: $R/eph" && [[ $J_RC == 1 ]]'
+  j_shot ls "$R"
+  check "zkCli one-shot ls $R: '[child, seq-0000000000, seq-0000000001]', exit 0" \
+    eval 'line "[child, seq-0000000000, seq-0000000001]" && [[ $J_RC == 0 ]]'
+
+  if [[ -n "${S_PID[jb]:-}" ]]; then
+    j_cmd jb "deleteall $R"
+    check "zkCli deleteall $R: prints no error" no_re "$J_ERR"
+    j_cmd jb "stat $R"
+    check "zkCli stat $R after deleteall: 'Node does not exist: $R'" line "Node does not exist: $R"
+    sess_send jb "quit"
+    if sess_exit jb; then ok "zkCli jb: quit ends the client"; else not_ok "zkCli jb: quit ends the client (killed)"; fi
+  fi
+}
+
+# ================================================================================================
+# C client cli_mt (ZooKeeper 3.8.0 cli.c as built by Debian)
+# ================================================================================================
+# Its answers come asynchronously on stderr; after each command we send a barrier
+# `delete /zkcli-barrier-K` (a node that never exists) and wait for its completion line
+# "/zkcli-barrier-K: rc = -101": completions run in order, so everything the command printed is
+# before it. (`exists` is synchronous in cli_mt, and prints only "Error -101 for P" if missing.)
+declare -A C_SID=()
+BARRIER=0
+c_open() {
+  sess_open "$1" "$CLI_MT" "$HP"
+  if sess_wait "$1" 0 '^Got a new session id: 0x[0-9a-f]+$' 30 \
+     && grep -qx 'Watcher SESSION_EVENT state = CONNECTED_STATE' "${S_LOG[$1]}"; then
+    C_SID[$1]="$(sed -n '/^Got a new session id: 0x/{s///p;q}' "${S_LOG[$1]}")"
+    ok "cli_mt $1: connects ('Watcher SESSION_EVENT state = CONNECTED_STATE', 'Got a new session id: 0x${C_SID[$1]}')"
+    return 0
+  fi
+  not_ok "cli_mt $1: connects ('Watcher SESSION_EVENT state = CONNECTED_STATE', 'Got a new session id: 0x...')"
+  { sess_since "$1" 0 | tail -n 20 | comment; } || true
+  sess_kill_stuck "$1" cli_mt "not connected"
+  return 1
+}
+c_cmd() {
+  local name=$1 cmd=$2 off content b
+  off="$(sess_size "$name")"
+  BARRIER=$((BARRIER + 1))
+  b="/zkcli-barrier-$BARRIER"
+  sess_send "$name" "$cmd"
+  sess_send "$name" "delete $b"
+  if sess_wait "$name" "$off" "^$b: rc = -?[0-9]+\$"; then
+    content="$(sess_since "$name" "$off")"
+    OUT="${content%%"$b: rc = "*}"
+    trim_out
+    return 0
+  fi
+  OUT="$(sess_since "$name" "$off")"
+  sess_kill_stuck "$name" "cli_mt" "no answer after '$cmd'"
+  return 0
+}
+# Watcher line: "Watcher CHANGED_EVENT state = CONNECTED_STATE for path /p".
+c_event() { printf '^Watcher %s state = CONNECTED_STATE for path %s$' "$1" "$2"; }
+c_event_check() { # DESC NAME OFFSET TYPE PATH
+  if sess_wait "$2" "$3" "$(c_event "$4" "$5")"; then ok "$1"; else
+    not_ok "$1"; echo "#   no line 'Watcher $4 state = CONNECTED_STATE for path $5' in $2's output since:"
+    { sess_since "$2" "$3" | head -n 30 | comment; } || true
+  fi
+}
+# The child lines of an `ls` answer ("\tname"), sorted, comma-separated.
+TAB=$'\t'
+c_children() { { grep "^$TAB" <<<"$OUT" || true; } | sed "s/^$TAB//" | sort | paste -sd, -; }
+
+cli_mt_session() {
+  local R=/zkcli-c off
+  c_open ca || return 0
+  local sid=${C_SID[ca]}
+
+  c_cmd ca "create $R"
+  check "cli_mt create $R: '[$R]: rc = 0'" line "[$R]: rc = 0"
+  check "cli_mt create $R: '${TAB}name = $R'" line "${TAB}name = $R"
+
+  c_cmd ca "get $R"
+  check "cli_mt get $R: '$R: rc = 0'" line "$R: rc = 0"
+  check "cli_mt get $R: ' value_len = 3' and the data 'new'" eval 'line " value_len = 3" && line "new"'
+  check "cli_mt get $R: '${TAB}version=0${TAB}aversion=0'" line "${TAB}version=0${TAB}aversion=0"
+  check "cli_mt get $R: '${TAB}ephemeralOwner = 0'" line "${TAB}ephemeralOwner = 0"
+  local czxid ctime
+  czxid="$(field czxid)"
+  check "cli_mt get $R: czxid = mzxid, nonzero hex: '$czxid'" \
+    eval '[[ "$czxid" =~ ^[0-9a-f]+$ && "$(field mzxid)" == "$czxid" ]] && (( 16#$czxid > 0 ))'
+  ctime="$(sed -n "/^${TAB}ctime = /{s///p;q}" <<<"$OUT")"
+  check_time "cli_mt get $R: ctime is now: '$ctime'" "$ctime"
+
+  off="$(sess_size ca)"
+  c_cmd ca "set $R hello-c"
+  check "cli_mt set $R: '$R: rc = 0 Stat:'" line "$R: rc = 0 Stat:"
+  check "cli_mt set $R: '${TAB}version=1${TAB}aversion=0'" line "${TAB}version=1${TAB}aversion=0"
+  check "cli_mt set $R: czxid unchanged, mzxid > czxid" \
+    eval '[[ "$(field czxid)" == "$czxid" && -n "$(field mzxid)" ]] && (( 16#$(field mzxid) > 16#$czxid ))'
+  c_event_check "cli_mt get's watch fires on the same client's set: 'Watcher CHANGED_EVENT state = CONNECTED_STATE for path $R'" \
+    ca "$off" CHANGED_EVENT "$R"
+
+  c_cmd ca "get $R"
+  check "cli_mt get $R: ' value_len = 7', 'hello-c', version=1" \
+    eval 'line " value_len = 7" && line "hello-c" && line "${TAB}version=1${TAB}aversion=0"'
+
+  c_cmd ca "create +s $R/seq-"
+  check "cli_mt create +s $R/seq-: '${TAB}name = $R/seq-0000000000'" line "${TAB}name = $R/seq-0000000000"
+  c_cmd ca "create +s $R/seq-"
+  check "cli_mt create +s $R/seq- again: '${TAB}name = $R/seq-0000000001'" line "${TAB}name = $R/seq-0000000001"
+
+  c_cmd ca "create +e $R/eph"
+  check "cli_mt create +e $R/eph: '[$R/eph]: rc = 0', '${TAB}name = $R/eph'" \
+    eval 'line "[$R/eph]: rc = 0" && line "${TAB}name = $R/eph"'
+  c_cmd ca "get $R/eph"
+  check "cli_mt get $R/eph: '${TAB}ephemeralOwner = $sid' (its session id)" line "${TAB}ephemeralOwner = $sid"
+
+  c_cmd ca "ls $R"
+  check "cli_mt ls $R: '$R: rc = 0'" line "$R: rc = 0"
+  check_eq "cli_mt ls $R: children eph, seq-0000000000, seq-0000000001" "$(c_children)" "eph,seq-0000000000,seq-0000000001"
+
+  c_cmd ca "exists $R"
+  check "cli_mt exists $R: no error printed" no_re '^Error'
+  c_cmd ca "exists $R/w"
+  check "cli_mt exists $R/w (missing): 'Error -101 for $R/w' (ZNONODE)" line "Error -101 for $R/w"
+
+  if c_open cb; then
+    c_cmd cb "get $R/eph"
+    check "cli_mt (2nd client) get $R/eph: visible, '$R/eph: rc = 0', ephemeralOwner = $sid" \
+      eval 'line "$R/eph: rc = 0" && line "${TAB}ephemeralOwner = $sid"'
+
+    off="$(sess_size ca)"
+    c_cmd cb "create $R/child"
+    check "cli_mt (2nd client) create $R/child: rc = 0" line "[$R/child]: rc = 0"
+    c_event_check "cli_mt ls watch fires on the other client's create: 'Watcher CHILD_EVENT state = CONNECTED_STATE for path $R'" \
+      ca "$off" CHILD_EVENT "$R"
+
+    off="$(sess_size ca)"
+    c_cmd cb "set $R again"
+    check "cli_mt (2nd client) set $R: '${TAB}version=2${TAB}aversion=0'" line "${TAB}version=2${TAB}aversion=0"
+    c_event_check "cli_mt get watch fires on the other client's set: 'Watcher CHANGED_EVENT state = CONNECTED_STATE for path $R'" \
+      ca "$off" CHANGED_EVENT "$R"
+
+    off="$(sess_size ca)"
+    c_cmd cb "create $R/w"
+    check "cli_mt (2nd client) create $R/w: rc = 0" line "[$R/w]: rc = 0"
+    c_event_check "cli_mt exists watch on a missing node fires: 'Watcher CREATED_EVENT state = CONNECTED_STATE for path $R/w'" \
+      ca "$off" CREATED_EVENT "$R/w"
+
+    c_cmd ca "get $R/w"
+    check "cli_mt get $R/w: rc = 0, data 'new'" eval 'line "$R/w: rc = 0" && line "new"'
+    off="$(sess_size ca)"
+    c_cmd cb "delete $R/w"
+    check "cli_mt (2nd client) delete $R/w: '$R/w: rc = 0'" line "$R/w: rc = 0"
+    c_event_check "cli_mt get watch fires on the other client's delete: 'Watcher DELETED_EVENT state = CONNECTED_STATE for path $R/w'" \
+      ca "$off" DELETED_EVENT "$R/w"
+  fi
+
+  c_cmd ca "delete $R/w"
+  check "cli_mt delete $R/w (missing): '$R/w: rc = -101' (ZNONODE)" line "$R/w: rc = -101"
+  c_cmd ca "get $R/missing"
+  check "cli_mt get $R/missing: '$R/missing: rc = -101'" line "$R/missing: rc = -101"
+  c_cmd ca "create $R"
+  check "cli_mt create $R again: '[$R]: rc = -110' (ZNODEEXISTS)" line "[$R]: rc = -110"
+  c_cmd ca "delete $R"
+  check "cli_mt delete $R (has children): '$R: rc = -111' (ZNOTEMPTY)" line "$R: rc = -111"
+
+  sess_send ca "quit"
+  if sess_exit ca && [[ "$S_RC" == 0 ]] && grep -qx 'Quitting...' "${S_LOG[ca]}"; then
+    ok "cli_mt ca: quit prints 'Quitting...' and the client exits 0"
+  else
+    not_ok "cli_mt ca: quit prints 'Quitting...' and the client exits 0 (status $S_RC)"
+  fi
+
+  # a new client: the ephemeral node went with ca's session
+  if c_open cc; then
+    c_cmd cc "get $R/eph"
+    check "cli_mt (new client) get $R/eph after ca quit: '$R/eph: rc = -101'" line "$R/eph: rc = -101"
+    c_cmd cc "exists $R/eph"
+    check "cli_mt (new client) exists $R/eph: 'Error -101 for $R/eph'" line "Error -101 for $R/eph"
+    c_cmd cc "ls $R"
+    check_eq "cli_mt (new client) ls $R: children child, seq-0000000000, seq-0000000001" \
+      "$(c_children)" "child,seq-0000000000,seq-0000000001"
+    c_cmd cc "delete $R/seq-0000000000"
+    check "cli_mt delete $R/seq-0000000000: '$R/seq-0000000000: rc = 0'" line "$R/seq-0000000000: rc = 0"
+    sess_send cc "quit"
+    sess_exit cc || true
+  fi
+  if [[ -n "${S_PID[cb]:-}" ]]; then
+    sess_send cb "quit"
+    sess_exit cb || true
+  fi
+}
+
+T0=$SECONDS
+if ((JAVA_OK)); then
+  zkcli_session
+  echo "# zkCli sessions took $((SECONDS - T0)) s"
+fi
+T0=$SECONDS
+if ((C_OK)); then
+  cli_mt_session
+  echo "# cli_mt sessions took $((SECONDS - T0)) s"
+fi
+
+if kill -0 "$COMPAT_PID" 2>/dev/null; then
+  ok "$COMPAT_SERVER still running after both sessions"
+else
+  not_ok "$COMPAT_SERVER still running after both sessions"
+  tail -n 40 "$SERVER_LOG" 2>/dev/null | comment
+fi
