@@ -1,22 +1,54 @@
 #!/usr/bin/env bash
-# Runs every test of the project, from a fresh checkout: formatting, lints, and the whole
+# Runs every test of the project, from a fresh checkout: formatting, lints, the whole
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
-# that start real processes; those install what they need themselves, e.g. ZooKeeper 3.9.5 from
-# Maven Central into .cache/).
+# that start real processes), then the compatibility suites: other projects' clients and test
+# suites (kazoo, go-zookeeper, Curator, zkCli and the C client, ClickHouse) against a real
+# `warden server`. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
+# Maven Central, PyPI, Go and Debian packages).
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh --cargo-only    fmt, clippy and cargo test only
+#   scripts/test.sh --compat-only   the compatibility suites only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo fmt"
-cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo test"
+cargo_tests=1
+compat=1
+case "${1:-}" in
+  --cargo-only) compat=0 ;;
+  --compat-only) cargo_tests=0 ;;
+  "") ;;
+  *) echo "usage: $0 [--cargo-only|--compat-only]" >&2; exit 2 ;;
+esac
+
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
-# One closing line for the whole run: cargo's last line belongs to whichever crate ran last
-# (often a doc-test target with nothing in it).
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed;?$/) p += $(i-1); if ($(i) ~ /^failed;?$/) f += $(i-1) } }
+
+if (( cargo_tests )); then
+  echo "== cargo fmt"
+  cargo fmt --all -- --check
+  echo "== cargo clippy"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+  echo "== cargo test"
+  cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$log" || status=$?
+fi
+
+if (( compat )); then
+  echo "== build the server under test"
+  cargo build --release --locked -p warden
+  export WARDEN_BIN="$PWD/target/release/warden"
+  for suite in scripts/compat/*/run.sh; do
+    echo "== $suite"
+    "$suite" 2>&1 | tee -a "$log" || status=1
+  done
+fi
+
+# One closing line for the whole run: cargo's "test result:" lines and each suite's last line
+# ("compat NAME: N passed, M failed, K skipped").
+awk '/^test result:/ || /^compat [^:]*: [0-9]+ passed/ {
+       for (i = 1; i <= NF; i++) { w = $(i); sub(/[;,]$/, "", w)
+         if (w == "passed") p += $(i-1); if (w == "failed") f += $(i-1) } }
+     /^compat [^:]*: [0-9]+ passed/ { print }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

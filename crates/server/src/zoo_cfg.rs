@@ -142,9 +142,13 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn new(path: &'a Path) -> Reader<'a> {
+        let mut config = Config::default();
+        // A client that talks to a server started from a zoo.cfg sees ZooKeeper's packet
+        // limit unless the file (or its -D flags) says otherwise: jute.maxbuffer's default.
+        config.limits.frame_bytes_max = warden_proto::frame::ZOOKEEPER_FRAME_BYTES_MAX as u32;
         Reader {
             path,
-            config: Config::default(),
+            config,
             warnings: Vec::new(),
             data_dir: None,
             client_port: None,

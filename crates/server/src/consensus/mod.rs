@@ -169,7 +169,9 @@ impl Consensus {
         let mut metrics = self.raft.metrics();
         tokio::spawn(async move {
             loop {
-                if let Err(fatal) = &metrics.borrow_watched().running_state {
+                if let Err(fatal) = &metrics.borrow_watched().running_state
+                    && !matches!(fatal, openraft::errors::Fatal::Stopped)
+                {
                     tracing::error!(%fatal, "consensus stopped; exiting");
                     std::process::exit(1);
                 }

@@ -1,0 +1,138 @@
+//! Bad input gets ZooKeeper's error or a closed connection with a log line saying why, never a
+//! panic, and every other session carries on: a healthy client keeps working while garbage,
+//! oversized, truncated and nonsensical frames arrive on other connections.
+
+mod harness;
+
+use std::io::Write;
+use std::time::Duration;
+
+use harness::{Warden, client, closed_by_server, persistent, read_frame};
+use warden_proto::request::{CreateRequest, PathWatchRequest};
+use warden_proto::types::{Acl, Id, perms};
+use warden_proto::{
+    ConnectRequest, ErrorCode, Reader, Record, ReplyHeader, Request, Writer, frame,
+};
+
+fn session(warden: &Warden) -> std::net::TcpStream {
+    let mut raw = warden.raw();
+    let mut w = Writer::new();
+    ConnectRequest {
+        timeout_ms: 10_000,
+        password: vec![0; 16],
+        read_only: Some(false),
+        ..Default::default()
+    }
+    .encode(&mut w);
+    raw.write_all(&frame::encode_frame(&w.into_bytes()))
+        .unwrap();
+    read_frame(&mut raw).expect("the handshake is answered");
+    raw
+}
+
+fn reply_header(payload: &[u8]) -> ReplyHeader {
+    ReplyHeader::decode(&mut Reader::new(payload)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_closes_only_the_offending_connection() {
+    let warden = Warden::start("jute.maxbuffer=1048576\n");
+    let healthy = client(&warden).await;
+    healthy.create("/ok", b"0", &persistent()).await.unwrap();
+
+    // A frame longer than the limit: closed before its body is read.
+    let mut raw = warden.raw();
+    raw.write_all(&(64 * 1024 * 1024u32).to_be_bytes()).unwrap();
+    assert!(closed_by_server(&mut raw), "oversized frame");
+
+    // A negative length.
+    let mut raw = warden.raw();
+    raw.write_all(&[0xff, 0xff, 0xff, 0xf0, 1, 2, 3]).unwrap();
+    assert!(closed_by_server(&mut raw), "negative length");
+
+    // A handshake that does not decode.
+    let mut raw = warden.raw();
+    raw.write_all(&frame::encode_frame(&[1, 2, 3])).unwrap();
+    assert!(closed_by_server(&mut raw), "garbled handshake");
+
+    // A request body that does not decode.
+    let mut raw = session(&warden);
+    raw.write_all(&frame::encode_frame(&[0, 0, 0, 1, 0, 0, 0, 4, 0xff]))
+        .unwrap();
+    assert!(closed_by_server(&mut raw), "garbled getData");
+
+    // Half a frame, then the client goes away.
+    let mut raw = session(&warden);
+    raw.write_all(&[0, 0, 0, 100, 1, 2]).unwrap();
+    drop(raw);
+
+    // An unknown opcode: Unimplemented with zxid -1, then closed (ZooKeeper's answer).
+    let mut raw = session(&warden);
+    raw.write_all(&frame::encode_frame(&[0, 0, 0, 9, 0, 0, 3, 0xe7]))
+        .unwrap();
+    let header = reply_header(&read_frame(&mut raw).unwrap());
+    assert_eq!(
+        (header.xid, header.zxid, header.err),
+        (9, -1, ErrorCode::UNIMPLEMENTED)
+    );
+    assert!(closed_by_server(&mut raw), "unknown opcode");
+
+    // An invalid path is a request error (BadArguments, from validation as in ZooKeeper's
+    // PrepRequestProcessor), not a reason to hang up.
+    let mut raw = session(&warden);
+    let bad_path = Request::Create(CreateRequest {
+        path: "/ok/.".into(),
+        data: None,
+        acl: vec![Acl {
+            perms: perms::ALL,
+            id: Id::new("world", "anyone"),
+        }],
+        flags: 0,
+    });
+    raw.write_all(&frame::encode_frame(&bad_path.encode_frame(5)))
+        .unwrap();
+    let header = reply_header(&read_frame(&mut raw).unwrap());
+    assert_eq!((header.xid, header.err), (5, ErrorCode::BAD_ARGUMENTS));
+    let fine = Request::GetData(PathWatchRequest {
+        path: "/ok".into(),
+        watch: false,
+    });
+    raw.write_all(&frame::encode_frame(&fine.encode_frame(6)))
+        .unwrap();
+    let header = reply_header(&read_frame(&mut raw).unwrap());
+    assert_eq!((header.xid, header.err), (6, ErrorCode::OK));
+
+    // Random bytes straight away.
+    for seed in 0..20u64 {
+        let mut raw = warden.raw();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let bytes: Vec<u8> = (0..rng.usize(1..200)).map(|_| rng.u8(..)).collect();
+        let _ = raw.write_all(&bytes);
+        drop(raw);
+    }
+
+    // The healthy session never noticed.
+    for i in 1..=20 {
+        healthy
+            .set_data("/ok", i.to_string().as_bytes(), None)
+            .await
+            .unwrap();
+    }
+    assert_eq!(healthy.get_data("/ok").await.unwrap().0, b"20");
+    assert_eq!(warden.four_letter("ruok"), "imok");
+    let log = warden.log();
+    for reason in [
+        "exceeds the limit",
+        "negative",
+        "malformed handshake",
+        "malformed request",
+        "unknown opcode",
+    ] {
+        assert!(
+            log.contains(reason),
+            "no log line saying {reason:?}:\n{log}"
+        );
+    }
+    assert!(!log.contains("panicked"), "{log}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

@@ -1,0 +1,152 @@
+//! Four-letter words in ZooKeeper 3.9.5's text formats (captured from a running ZooKeeper;
+//! monitoring tools and client libraries parse them), the whitelist, and the command line.
+
+mod harness;
+
+use std::process::Command;
+
+use harness::{Warden, client, ephemeral, persistent};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_word_answers_in_zookeepers_format() {
+    let warden = Warden::start("");
+    let zk = client(&warden).await;
+    zk.create("/a", b"x", &persistent()).await.unwrap();
+    zk.create("/e", b"", &ephemeral()).await.unwrap();
+    let (_, _, _watch) = zk.get_and_watch_data("/a").await.unwrap();
+
+    assert_eq!(warden.four_letter("ruok"), "imok");
+    assert_eq!(warden.four_letter("isro"), "rw");
+
+    let srvr = warden.four_letter("srvr");
+    let lines: Vec<&str> = srvr.lines().collect();
+    assert!(lines[0].starts_with("Zookeeper version: 3.9.5-"), "{srvr}");
+    let keys: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "Latency min/avg/max",
+            "Received",
+            "Sent",
+            "Connections",
+            "Outstanding",
+            "Zxid",
+            "Mode",
+            "Node count"
+        ],
+        "{srvr}"
+    );
+    assert!(srvr.contains("Mode: standalone\n"), "{srvr}");
+    assert!(srvr.contains("Node count: 9\n"), "{srvr}");
+
+    let stat = warden.four_letter("stat");
+    assert!(stat.contains("\nClients:\n /127.0.0.1:"), "{stat}");
+
+    let cons = warden.four_letter("cons");
+    assert!(
+        cons.lines()
+            .any(|l| l.contains(&format!("sid={:#x},", zk.session_id().0))),
+        "{cons}"
+    );
+
+    let envi = warden.four_letter("envi");
+    assert!(
+        envi.starts_with("Environment:\nzookeeper.version=3.9.5-"),
+        "{envi}"
+    );
+
+    let mntr = warden.four_letter("mntr");
+    for line in mntr.lines() {
+        assert_eq!(
+            line.split('\t').count(),
+            2,
+            "mntr lines are key<TAB>value: {line:?}"
+        );
+    }
+    for key in [
+        "zk_version\t3.9.5-",
+        "zk_server_state\tstandalone",
+        "zk_znode_count\t9",
+        "zk_ephemerals_count\t1",
+        "zk_watch_count\t1",
+    ] {
+        assert!(mntr.contains(key), "mntr lacks {key:?}:\n{mntr}");
+    }
+
+    let sid = format!("{:#x}", zk.session_id().0);
+    assert_eq!(
+        warden.four_letter("wchs"),
+        "1 connections watching 1 paths\nTotal watches:1\n"
+    );
+    assert_eq!(warden.four_letter("wchc"), format!("{sid}\n\t/a\n\n"));
+    assert_eq!(warden.four_letter("wchp"), format!("/a\n\t{sid}\n\n"));
+
+    let dirs = warden.four_letter("dirs");
+    assert!(
+        dirs.starts_with("datadir_size: ") && dirs.contains("\nlogdir_size: "),
+        "{dirs}"
+    );
+    let dump = warden.four_letter("dump");
+    assert!(dump.contains(&format!("{sid}:\n\t/e\n")), "{dump}");
+    let conf = warden.four_letter("conf");
+    assert!(
+        conf.contains(&format!("clientPort={}\n", warden.port)),
+        "{conf}"
+    );
+    assert!(conf.contains("tickTime=1000\n"), "{conf}");
+    assert_eq!(warden.four_letter("crst"), "Connection stats reset.\n");
+    assert_eq!(warden.four_letter("srst"), "Server stats reset.\n");
+}
+
+#[test]
+fn words_outside_the_whitelist_are_refused() {
+    let warden = Warden::start("4lw.commands.whitelist=ruok\n");
+    assert_eq!(warden.four_letter("ruok"), "imok");
+    assert_eq!(
+        warden.four_letter("dump"),
+        "dump is not executed because it is not in the whitelist.\n"
+    );
+    // ZooKeeper always allows srvr.
+    assert!(warden.four_letter("srvr").starts_with("Zookeeper version"));
+}
+
+#[test]
+fn a_bad_zoo_cfg_value_exits_with_code_2_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nclientPort=2181\ntickTime=soon\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["server", "--zoo-cfg"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tickTime") && stderr.contains("soon"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_describes_every_option() {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["server", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for option in ["--zoo-cfg", "--config", "--print-config"] {
+        assert!(help.contains(option), "{help}");
+    }
+}

@@ -1,0 +1,255 @@
+//! A real `warden server` process for integration tests: started from a zoo.cfg in a temporary
+//! directory on a free loopback port, killed by PID when dropped however the test ends.
+
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to accept connections after it starts.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub struct Warden {
+    process: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    /// zoo.cfg lines added to the defaults.
+    extra: String,
+}
+
+impl Warden {
+    /// Starts a server with tickTime=1000 (so session timeouts from 2 s), everything else
+    /// default, plus `extra` zoo.cfg lines.
+    pub fn start(extra: &str) -> Warden {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut warden = Warden {
+            process: None,
+            dir,
+            port: free_port(),
+            extra: extra.to_owned(),
+        };
+        warden.write_config();
+        warden.spawn();
+        warden
+    }
+
+    fn write_config(&self) {
+        let config = format!(
+            "tickTime=1000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+             4lw.commands.whitelist=*\n{}\n",
+            self.dir.path().join("data").display(),
+            self.port,
+            self.extra
+        );
+        fs::write(self.cfg_path(), config).expect("writing zoo.cfg");
+    }
+
+    pub fn cfg_path(&self) -> PathBuf {
+        self.dir.path().join("zoo.cfg")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("warden.log")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("opening the log");
+        let child = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("server")
+            .arg("--zoo-cfg")
+            .arg(self.cfg_path())
+            .env("WARDEN_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("starting warden server");
+        self.process = Some(child);
+        self.wait_until_serving();
+    }
+
+    fn wait_until_serving(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Some(status) = self
+                .process
+                .as_mut()
+                .and_then(|p| p.try_wait().ok().flatten())
+            {
+                panic!("warden exited at start with {status}:\n{}", self.log());
+            }
+            if self.four_letter("ruok") == "imok" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "warden did not serve within {START_TIMEOUT:?}:\n{}",
+            self.log()
+        );
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.as_ref().expect("running").id()
+    }
+
+    /// kill -9: no chance to flush or say goodbye.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for the exit status (10 s at most).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut p = self.process.take().expect("running");
+        signal(p.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = p.try_wait().expect("waiting") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = p.kill();
+                panic!("warden did not stop within 10 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the server again on the same data directory and port.
+    pub fn restart(&mut self) {
+        assert!(self.process.is_none(), "stop it first");
+        self.spawn();
+    }
+
+    /// Sends a four-letter word and returns the whole answer ("" if the server is not up).
+    pub fn four_letter(&self, word: &str) -> String {
+        let Ok(mut s) = TcpStream::connect_timeout(&self.addr(), Duration::from_secs(1)) else {
+            return String::new();
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if s.write_all(word.as_bytes()).is_err() {
+            return String::new();
+        }
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    /// A raw socket to the client port.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr()).expect("connecting");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+}
+
+impl Drop for Warden {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// A zookeeper-client session to `warden`.
+pub async fn client(warden: &Warden) -> zookeeper_client::Client {
+    zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(&warden.connect_string())
+        .await
+        .expect("connecting with zookeeper-client")
+}
+
+pub fn persistent() -> zookeeper_client::CreateOptions<'static> {
+    zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all())
+}
+
+pub fn ephemeral() -> zookeeper_client::CreateOptions<'static> {
+    zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all())
+}
+
+/// Reads exactly one frame's payload from a raw socket.
+pub fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut payload)?;
+    Ok(payload)
+}
+
+/// Whether the server closed the socket (EOF) within the read timeout.
+pub fn closed_by_server(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
