@@ -101,5 +101,17 @@ fn main() {
         rss as f64 / n as f64
     );
     println!("RSS / raw:            {:.2}", rss as f64 / raw as f64);
+    // The server copies the state between two applies to snapshot it (applies wait for the
+    // copy, not for the encoding): the pause a snapshot costs.
+    let started = std::time::Instant::now();
+    let copy = state.clone();
+    println!("copy for a snapshot:  {:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let bytes = warden_state::snapshot::encode(&copy);
+    println!(
+        "snapshot encode:      {:?} ({} bytes)",
+        started.elapsed(),
+        bytes.len()
+    );
     std::hint::black_box(&state);
 }

@@ -69,6 +69,8 @@ command -v mvn >/dev/null || { echo "run.sh: mvn not found (Maven 3.8+ and Java 
 command -v java >/dev/null || { echo "run.sh: java not found (Java 17 is needed)" >&2; exit 1; }
 
 MVN=(mvn -B -q -Dstyle.color=never "-Dmaven.repo.local=$M2" "-Dcompat.buildDirectory=$BUILD" -f "$HERE/pom.xml")
+# Maven 3.8 prints stray ANSI resets even in batch mode; drop them (pipefail keeps mvn's status).
+strip_ansi() { sed -u 's/\x1b\[[0-9;]*m//g'; }
 
 # 1. Install: compile and resolve everything `mvn test` needs, including surefire's JUnit
 #    platform provider, by running the test phase with no test selected.
@@ -76,7 +78,7 @@ echo "== installing Maven dependencies into $M2"
 mkdir -p "$M2"
 timeout --kill-after=30 "${CURATOR_INSTALL_TIMEOUT:-1200}" "${MVN[@]}" test-compile \
   org.apache.maven.plugins:maven-surefire-plugin:3.5.2:test \
-  -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false
+  -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false 2>&1 | strip_ansi
 
 # 2. A zoo.cfg for the server under test.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/curator-compat.XXXXXX")"
@@ -115,7 +117,7 @@ rm -rf "$REPORTS"
 test_args=("-Dcompat.connect=127.0.0.1:$PORT")
 [[ -z "${CURATOR_TEST:-}" ]] || test_args+=("-Dtest=$CURATOR_TEST")
 mvn_rc=0
-timeout --kill-after=30 "$TEST_TIMEOUT" "${MVN[@]}" test "${test_args[@]}" || mvn_rc=$?
+timeout --kill-after=30 "$TEST_TIMEOUT" "${MVN[@]}" test "${test_args[@]}" 2>&1 | strip_ansi || mvn_rc=$?
 
 # 5. Count (surefire's XML reports: one <testsuite tests= failures= errors= skipped=> per class).
 sum_attr() {
