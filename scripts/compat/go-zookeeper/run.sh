@@ -13,9 +13,10 @@
 # against a pinned hash; GOMODCACHE, GOCACHE, GOPATH and TMPDIR all under it), builds the test
 # binary, runs it with a hard timeout, kills every server it left running, and prints as its
 # last line `compat go-zookeeper: N passed, M failed, K skipped` (top-level tests; K includes
-# the tests left out with -skip). Exits 0 iff no test failed.
+# the tests left out with -skip, unless extra test flags were given). Exits 0 iff no test failed.
 # Logs of the last run: .cache/go-zookeeper/last-run/ (test.out = verbose test output with the
-# servers' logs, test.json = the same through test2json).
+# servers' stderr, test.json = the same through test2json, stderr.txt = the client library's
+# log and the servers' stdout). One run at a time: a second run would reuse that directory.
 set -euo pipefail
 
 MODULE=github.com/go-zookeeper/zk
@@ -153,7 +154,7 @@ set +e
 # binary alone, not a process group; the servers are killed by PID in cleanup).
 (cd "$SRC" && exec timeout --foreground -s KILL "$KILL_AFTER" "$RUN_DIR/zk.test" \
   -test.v=test2json -test.count=1 -test.timeout "$TEST_TIMEOUT" "${skip_args[@]}" "$@" \
-  >"$RUN_DIR/test.out" 2>"$RUN_DIR/servers.err") &
+  >"$RUN_DIR/test.out" 2>"$RUN_DIR/stderr.txt") &
 TEST_PID=$!
 wait "$TEST_PID"
 rc=$?
@@ -197,14 +198,28 @@ if ((skipped > 0)); then
   echo "Skipped by the suite:"
   awk '$1 == "skip" { print "  " $2 }' "$RUN_DIR/results.txt"
 fi
-if ((${#excluded[@]} > 0)); then
+if ((${#excluded[@]} > 0 && $# == 0)); then
   echo "Left out for COMPAT_SERVER=$COMPAT_SERVER (multi-server ensembles, see README.md):"
   printf '  %s\n' "${excluded[@]}"
   skipped=$((skipped + ${#excluded[@]}))
 fi
 if ((failed > 0)); then
-  echo "Failed:"
-  sed -n 's/^fail /  /p' "$RUN_DIR/results.txt"
+  echo "Failed (with the first lines the test itself logged; all in $RUN_DIR/test.out):"
+  while read -r _ name rest; do
+    echo "  $name${rest:+ $rest}"
+    # The test's own t.Log/t.Fatal lines (file_test.go:NN: ...), not the servers' [ZKERR] lines.
+    awk -v t="$name" '
+      index($0, "\"Action\":\"output\"") && (index($0, "\"Test\":\"" t "\"") || index($0, "\"Test\":\"" t "/")) {
+        if (!match($0, /"Output":".*"}$/)) next
+        out = substr($0, RSTART + 10, RLENGTH - 12)
+        gsub(/\\t/, " ", out); gsub(/\\n/, "", out); gsub(/\\"/, "\"", out)
+        if (out ~ /_test\.go:[0-9]+: / && out !~ /\[ZKERR\]/) { sub(/^ +/, "", out); print "      " substr(out, 1, 300); if (++k == 6) exit }
+      }' "$RUN_DIR/test.json"
+  done < <(grep '^fail ' "$RUN_DIR/results.txt")
+fi
+panic_line="$(cat "$RUN_DIR/stderr.txt" "$RUN_DIR/test.out" | grep -a -m1 '^panic: ' | cut -c1-300 || true)"
+if [[ -n "$panic_line" ]]; then
+  echo "The test binary died: $panic_line (stack in $RUN_DIR/stderr.txt)"
 fi
 if ((rc != 0 && failed == 0)); then
   echo "The test binary exited with status $rc without a failing test (see $RUN_DIR/test.out):"
