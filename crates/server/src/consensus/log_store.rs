@@ -19,6 +19,13 @@ use serde::de::DeserializeOwned;
 
 use super::types::WardenRaft;
 
+/// Entries kept in memory after they are appended.
+const LOG_CACHE_ENTRIES_MAX: usize = 8192;
+/// Bytes of entries kept in memory (as raft-log estimates them).
+const LOG_CACHE_BYTES_MAX: usize = 32 << 20;
+/// Size at which the log moves on to a new file; purging deletes whole files.
+const LOG_FILE_BYTES_MAX: usize = 64 << 20;
+
 /// A serde value in raft-log's record codec (MessagePack inside a length-prefixed buffer).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cw<T>(pub T);
@@ -79,7 +86,8 @@ impl raft_log::Types for LogTypes {
 
     fn payload_size(payload: &Self::LogPayload) -> u64 {
         match &payload.0 {
-            openraft::EntryPayload::Normal(p) => 64 + p.txn.auth.len() as u64 * 32,
+            // The encoded size tracks the request's path and data, which dominate.
+            openraft::EntryPayload::Normal(p) => 64 + p.encode().len() as u64,
             _ => 64,
         }
     }
@@ -120,6 +128,13 @@ impl LogStore {
         std::fs::create_dir_all(dir).map_err(io_err)?;
         let mut config = raft_log::Config::new(dir.to_string_lossy().to_string());
         config.wal.flush_batch_wait = Some(flush_wait);
+        // raft-log's defaults cache 100,000 entries (up to 1 GiB) and rotate files at 1 GiB:
+        // far more memory than the tree itself for a modest data set, and purging that frees
+        // disk only a gigabyte at a time. Applies read entries right after they are appended,
+        // so a short cache keeps every hit that matters.
+        config.log_cache_max_items = Some(LOG_CACHE_ENTRIES_MAX);
+        config.log_cache_capacity = Some(LOG_CACHE_BYTES_MAX);
+        config.wal.chunk_max_size = Some(LOG_FILE_BYTES_MAX);
         let mut log = raft_log::RaftLog::<LogTypes>::open(Arc::new(config)).map_err(io_err)?;
         match log.log_state().user_data.clone() {
             Some(Cw(owner)) if owner.node_id != node_id => {

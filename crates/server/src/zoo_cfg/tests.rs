@@ -271,8 +271,14 @@ fn zookeeper_defaults_where_the_file_is_silent() {
     assert_eq!(c.session_timeout_ms_max, 60_000);
     assert_eq!(c.log_dir, None);
     assert_eq!(c.four_letter_words, ["srvr"]);
-    // What ZooKeeper lacks keeps Warden's default.
-    assert_eq!(c.limits, crate::config::Limits::default());
+    // jute.maxbuffer's default; what ZooKeeper lacks keeps Warden's default.
+    assert_eq!(
+        c.limits,
+        crate::config::Limits {
+            frame_bytes_max: 0xfffff,
+            ..crate::config::Limits::default()
+        }
+    );
     assert!(c.extended_types_enabled);
     assert_eq!(c.purge.interval_hours, 1);
 }
