@@ -10,6 +10,12 @@ mod server;
 
 use std::process::ExitCode;
 
+/// jemalloc rather than the system allocator: the server frees large blocks (a snapshot's copy
+/// of the tree, its encoded bytes, a loaded snapshot file) and jemalloc gives such memory back
+/// to the system, where glibc's malloc keeps it resident.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
