@@ -183,12 +183,15 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         write_loop(write, queue).await;
         drop(writer_done_tx);
     });
-    let progress = ctx.replica().connect(connection, out.clone(), peer);
+    let auth: Arc<[Id]> = Arc::from(vec![Id::new("ip", peer.ip().to_string())]);
+    let progress = ctx
+        .replica()
+        .connect(connection, out.clone(), peer, auth.clone());
     let mut session = Session {
         ctx: ctx.clone(),
         connection,
         session_id: 0,
-        auth: Arc::from(vec![Id::new("ip", peer.ip().to_string())]),
+        auth,
         out: out.clone(),
     };
     let result = tokio::select! {
@@ -370,6 +373,9 @@ impl Session {
             }
         }
         self.auth = Arc::from(auth);
+        self.ctx
+            .replica()
+            .set_auth(self.connection, self.auth.clone());
         self.reply(xid, 0, ErrorCode::OK);
         Ok(())
     }

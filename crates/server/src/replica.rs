@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
-use warden_proto::types::{ClientInfo, add_watch_mode};
+use warden_proto::types::{ClientInfo, add_watch_mode, perms};
 use warden_proto::{
     ConnectRequest, ConnectResponse, ErrorCode, Id, Record, ReplyHeader, Request, Response,
     WatcherEvent, Writer, response,
 };
-use warden_state::{State, TxnKind, WatchKind, WatchRegistry};
+use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 
 use crate::consensus::Proposal;
 use crate::stats::{ClientStats, ServerStats};
@@ -53,6 +53,9 @@ pub struct Client {
     pub peer: SocketAddr,
     /// 0 until the handshake completes.
     pub session_id: i64,
+    /// The identities the client has proven; a watch event reaches it only for a node it may
+    /// READ.
+    auth: Arc<[Id]>,
     pub timeout_ms: i32,
     handshake: Option<PendingHandshake>,
     writes_sent: u64,
@@ -179,6 +182,7 @@ impl Replica {
         connection: u64,
         out: crate::outbound::Outbound,
         peer: SocketAddr,
+        auth: Arc<[Id]>,
     ) -> Arc<Notify> {
         let progress = Arc::new(Notify::new());
         self.clients.insert(
@@ -187,6 +191,7 @@ impl Replica {
                 out,
                 peer,
                 session_id: 0,
+                auth,
                 timeout_ms: 0,
                 handshake: None,
                 writes_sent: 0,
@@ -296,6 +301,13 @@ impl Replica {
         }
         self.expiry.set(id, timeout_ms, now);
         Resume::Attached
+    }
+
+    /// The client proved more identities (`addauth`).
+    pub fn set_auth(&mut self, connection: u64, auth: Arc<[Id]>) {
+        if let Some(client) = self.clients.get_mut(&connection) {
+            client.auth = auth;
+        }
     }
 
     /// The client was heard from: its session's expiry moves back.
@@ -454,11 +466,14 @@ impl Replica {
         let txn = &proposal.txn;
         let outcome = self.state.apply(txn);
         for trigger in &outcome.triggers {
+            // The watch is used up either way; the event goes only to a client that may READ
+            // the node (ZooKeeper 3.9.2+, CVE-2024-23944).
             for delivery in self.watches.fire(trigger) {
                 if let Some(client) = self
                     .attached
                     .get(&delivery.session_id)
                     .and_then(|c| self.clients.get(c))
+                    && acl::permits(&trigger.acl, perms::READ, &client.auth)
                 {
                     client
                         .out

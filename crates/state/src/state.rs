@@ -198,10 +198,12 @@ impl State {
                 out.triggers.push(Trigger {
                     event: EventType::NodeCreated,
                     path: path.clone(),
+                    acl: self.tree.shared_acl(id),
                 });
                 out.triggers.push(Trigger {
                     event: EventType::NodeChildrenChanged,
                     path: parent_path.to_owned(),
+                    acl: self.tree.shared_acl(parent),
                 });
                 match op {
                     OpCode::Create | OpCode::CreateIfNotExists => (op, Response::Create { path }),
@@ -221,6 +223,7 @@ impl State {
                 out.triggers.push(Trigger {
                     event: EventType::NodeDataChanged,
                     path,
+                    acl: self.tree.shared_acl(id),
                 });
                 (
                     OpCode::SetData,
@@ -261,14 +264,18 @@ impl State {
     fn delete_node(&mut self, path: &str, zxid: i64, out: &mut Outcome) {
         let id = self.tree.lookup(path).expect("deleted node exists");
         let (parent_path, _) = path::split_parent(path).expect("absolute path");
+        let acl = self.tree.shared_acl(id);
+        let parent_acl = self.tree.node(id).parent().map(|p| self.tree.shared_acl(p));
         self.tree.delete(path, id, zxid);
         out.triggers.push(Trigger {
             event: EventType::NodeDeleted,
             path: path.to_owned(),
+            acl,
         });
         out.triggers.push(Trigger {
             event: EventType::NodeChildrenChanged,
             path: parent_path.to_owned(),
+            acl: parent_acl.expect("a deleted node has a parent"),
         });
         let parent = self
             .tree

@@ -8,6 +8,7 @@
 //! ACL, updated on every change, so two replicas can compare whole trees in O(1).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 use thin_vec::ThinVec;
@@ -349,6 +350,11 @@ impl DataTree {
 
     pub fn digest(&self) -> u64 {
         self.digest
+    }
+
+    /// The ACL of node `id`, shared rather than copied.
+    pub fn shared_acl(&self, id: NodeId) -> Arc<[Acl]> {
+        self.acls.get(self.node(id).acl_id()).clone()
     }
 
     pub fn acl_table(&self) -> &AclTable {

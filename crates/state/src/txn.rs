@@ -1,6 +1,8 @@
 //! What the state machine consumes and what it answers.
 
-use warden_proto::{ErrorCode, EventType, Id, Request, Response};
+use std::sync::Arc;
+
+use warden_proto::{Acl, ErrorCode, EventType, Id, Request, Response};
 
 /// One replicated transaction. Everything `apply` needs arrives inside it: the session, the
 /// identities the connection authenticated as, and the time, stamped by the leader.
@@ -26,11 +28,14 @@ pub enum TxnKind {
     DeleteContainer { path: String },
 }
 
-/// A change a client may be watching: the event type and the path it happened at.
+/// A change a client may be watching: the event type, the path it happened at, and the ACL of
+/// the node at that path when it happened (for a deletion, the deleted node's). Since
+/// ZooKeeper 3.9.2 (CVE-2024-23944) a watcher is only told of a change to a node it may READ.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Trigger {
     pub event: EventType,
     pub path: String,
+    pub acl: Arc<[Acl]>,
 }
 
 /// The answer to one transaction.

@@ -282,6 +282,7 @@ mod tests {
         Trigger {
             event,
             path: path.to_owned(),
+            acl: Vec::new().into(),
         }
     }
 

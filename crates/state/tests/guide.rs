@@ -7,7 +7,7 @@ use warden_proto::request::{
 use warden_proto::types::perms;
 use warden_proto::{Acl, ErrorCode, EventType, Id, OpResult, Request, Response, Stat};
 use warden_state::acl::digest;
-use warden_state::{Outcome, State, StateConfig, Trigger, Txn, TxnKind, WatchKind};
+use warden_state::{Outcome, State, StateConfig, Txn, TxnKind, WatchKind};
 
 struct Harness {
     state: State,
@@ -134,10 +134,11 @@ fn ephemeral_nodes_live_and_die_with_their_session() {
     );
     let out = h.txn(s, &[], TxnKind::CloseSession);
     assert!(h.stat("/e").is_none());
-    assert!(out.triggers.contains(&Trigger {
-        event: EventType::NodeDeleted,
-        path: "/e".into()
-    }));
+    assert!(
+        out.triggers
+            .iter()
+            .any(|t| t.event == EventType::NodeDeleted && t.path == "/e")
+    );
     assert!(h.state.session(s).is_none());
     assert_eq!(h.create(s, "/x", 0).err, ErrorCode::SESSION_EXPIRED);
 }

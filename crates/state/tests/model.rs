@@ -704,7 +704,11 @@ fn run(config: StateConfig, steps: &[u64]) -> Result<(), String> {
                 let got = std::panic::catch_unwind(AssertUnwindSafe(|| state.apply(txn)))
                     .map_err(|_| format!("step {i}: the state panicked applying {txn:?}"))?;
                 let want = model.apply(txn, got.created_session);
-                let mut triggers = got.triggers.clone();
+                let mut triggers: Vec<support::model::Trigger> = got
+                    .triggers
+                    .iter()
+                    .map(|t| (t.event, t.path.clone()))
+                    .collect();
                 triggers.sort();
                 let got_view = (
                     got.zxid,

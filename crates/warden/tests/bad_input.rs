@@ -2,12 +2,12 @@
 //! panic, and every other session carries on: a healthy client keeps working while garbage,
 //! oversized, truncated and nonsensical frames arrive on other connections.
 
-mod harness;
+mod support;
 
 use std::io::Write;
 use std::time::Duration;
 
-use harness::{Warden, client, closed_by_server, persistent, read_frame};
+use support::warden::{Warden, client, closed_by_server, persistent, read_frame};
 use warden_proto::request::{CreateRequest, PathWatchRequest};
 use warden_proto::types::{Acl, Id, perms};
 use warden_proto::{

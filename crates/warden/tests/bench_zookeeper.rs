@@ -5,133 +5,22 @@
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java and mvn). If it
 //! cannot be installed or started, the test fails: it never skips.
 
+mod support;
+
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::servers::{ServerProcess, spawn_zookeeper};
 
 /// How long ZooKeeper may take to answer `srvr` after it starts.
 const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long one `warden bench` run may take before the test kills it.
 const BENCH_TIMEOUT: Duration = Duration::from_secs(90);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the repository root exists")
-}
-
-/// A ZooKeeper server of its own for this test, killed (by pid) and its files removed when
-/// dropped, however the test ends.
-struct ZooKeeper {
-    process: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl ZooKeeper {
-    fn start() -> ZooKeeper {
-        let root = repo_root();
-        let install = Command::new(root.join("scripts/zookeeper/install.sh"))
-            .output()
-            .expect("running install.sh");
-        assert!(
-            install.status.success(),
-            "ZooKeeper 3.9.5 could not be installed (needs java and mvn, and Maven Central):\n{}",
-            String::from_utf8_lossy(&install.stderr)
-        );
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("warden-bench-test-{}-{nanos}", std::process::id()));
-        fs::create_dir_all(dir.join("data")).unwrap();
-        let port = free_port();
-        let config = format!(
-            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-             forceSync=yes\nadmin.enableServer=false\n",
-            dir.join("data").display()
-        );
-        fs::write(dir.join("zoo.cfg"), config).unwrap();
-        let log = fs::File::create(dir.join("zookeeper.log")).unwrap();
-        // run.sh execs java, so the child's pid is ZooKeeper's own.
-        let process = Command::new(root.join("scripts/zookeeper/run.sh"))
-            .arg(dir.join("zoo.cfg"))
-            .env("ZK_HEAP", "512m")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting scripts/zookeeper/run.sh");
-        let mut zookeeper = ZooKeeper { process, dir, port };
-        zookeeper.wait_until_serving();
-        zookeeper
-    }
-
-    fn pid(&self) -> u32 {
-        self.process.id()
-    }
-
-    fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn wait_until_serving(&mut self) {
-        let deadline = Instant::now() + ZOOKEEPER_START_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Some(status) = self.process.try_wait().unwrap() {
-                panic!("ZooKeeper exited at start ({status}):\n{}", self.log_tail());
-            }
-            if srvr(self.port).is_some_and(|answer| answer.contains("Mode: standalone")) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!(
-            "ZooKeeper did not serve within {ZOOKEEPER_START_TIMEOUT:?}:\n{}",
-            self.log_tail()
-        );
-    }
-
-    fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.dir.join("zookeeper.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-}
-
-impl Drop for ZooKeeper {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// ZooKeeper's `srvr` four-letter word (whitelisted by default), or `None` if nothing answers.
-fn srvr(port: u16) -> Option<String> {
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream.write_all(b"srvr").ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    Some(answer)
-}
-
 /// Runs `warden bench` with `args` plus the server and `--json`; kills it if it overruns.
-fn bench(zookeeper: &ZooKeeper, args: &[&str]) -> Value {
+fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
     let address = zookeeper.address();
     let pid = zookeeper.pid().to_string();
     let common = [
@@ -171,7 +60,7 @@ fn bench(zookeeper: &ZooKeeper, args: &[&str]) -> Value {
     assert!(
         status.success(),
         "warden bench {args:?} failed ({status}):\n{stderr}\nZooKeeper:\n{}",
-        zookeeper.log_tail()
+        zookeeper.log_tail(40)
     );
     serde_json::from_slice(&stdout).unwrap_or_else(|e| {
         panic!(
@@ -236,7 +125,13 @@ fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], zookeeper_p
 
 #[test]
 fn every_workload_runs_clean_against_zookeeper() {
-    let zookeeper = ZooKeeper::start();
+    let mut zookeeper = spawn_zookeeper(
+        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\nadmin.enableServer=false\n",
+        "",
+    );
+    zookeeper
+        .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
     let pid = zookeeper.pid();
     let timed = ["--sessions", "4", "--duration", "2", "--warmup", "1"];
 

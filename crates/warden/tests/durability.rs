@@ -3,13 +3,13 @@
 //! there. Snapshots are taken every 200 transactions, so restarts load a snapshot and replay
 //! the log after it; old snapshots are purged down to the retained count.
 
-mod harness;
+mod support;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::{Warden, client, files_in, persistent};
+use support::warden::{Warden, client, files_in, persistent};
 
 const WRITERS: usize = 8;
 const ROUNDS: usize = 3;

@@ -1,11 +1,11 @@
 //! Four-letter words in ZooKeeper 3.9.5's text formats (captured from a running ZooKeeper;
 //! monitoring tools and client libraries parse them), the whitelist, and the command line.
 
-mod harness;
+mod support;
 
 use std::process::Command;
 
-use harness::{Warden, client, ephemeral, persistent};
+use support::warden::{Warden, client, ephemeral, persistent};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_word_answers_in_zookeepers_format() {

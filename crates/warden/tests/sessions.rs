@@ -2,12 +2,12 @@
 //! a silent session (its ephemerals deleted, watchers told), closeSession, the refusal of a
 //! client that has seen a later zxid, and sessions surviving a server restart.
 
-mod harness;
+mod support;
 
 use std::io::Write;
 use std::time::Duration;
 
-use harness::{Warden, client, closed_by_server, ephemeral, persistent, read_frame};
+use support::warden::{Warden, client, closed_by_server, ephemeral, persistent, read_frame};
 use warden_proto::request::CreateRequest;
 use warden_proto::types::{Acl, Id, perms};
 use warden_proto::{

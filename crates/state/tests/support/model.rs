@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use warden_proto::request::{CheckVersionRequest, CreateRequest};
 use warden_proto::types::perms::{ADMIN, CREATE, DELETE, READ, WRITE};
 use warden_proto::{Acl, ErrorCode, EventType, Id, OpCode, OpResult, Request, Response, Stat};
-use warden_state::{Trigger, Txn, TxnKind, system};
+use warden_state::{Txn, TxnKind, system};
 
 /// What a node is, which ZooKeeper encodes in `ephemeralOwner`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -637,11 +637,12 @@ fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
     }
 }
 
+/// A change watchers may be told of, as the model sees it: the event and the path. (Which
+/// ACL governs its delivery is the server's business, checked by the differential test.)
+pub type Trigger = (EventType, String);
+
 fn trigger(event: EventType, path: &str) -> Trigger {
-    Trigger {
-        event,
-        path: path.to_owned(),
-    }
+    (event, path.to_owned())
 }
 
 /// `CreateMode.fromFlag`, reduced to the three properties that matter here.

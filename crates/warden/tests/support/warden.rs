@@ -1,24 +1,18 @@
-//! A real `warden server` process for integration tests: started from a zoo.cfg in a temporary
-//! directory on a free loopback port, killed by PID when dropped however the test ends.
-
-#![allow(dead_code)] // each test file uses its own part of the harness
+//! A real `warden server` process that a test can kill -9, stop with SIGTERM and restart on
+//! the same data: started from a zoo.cfg in a temporary directory on a free loopback port,
+//! killed by PID when dropped however the test ends. Also raw-socket helpers.
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::servers::free_port;
+
 /// How long a server may take to accept connections after it starts.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 pub struct Warden {
     process: Option<Child>,

@@ -1,0 +1,7 @@
+//! Helpers shared by integration tests (not a test target of its own).
+
+#![allow(dead_code)]
+
+pub mod proxy;
+pub mod servers;
+pub mod warden;

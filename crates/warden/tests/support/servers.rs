@@ -1,0 +1,197 @@
+//! Real server processes for integration tests: Apache ZooKeeper 3.9.5 (through
+//! `scripts/zookeeper/run.sh`, which `exec`s java, so the child's pid is ZooKeeper's own) and the
+//! `warden` binary, each from a zoo.cfg in a temporary directory of its own, on a free loopback
+//! port. Every process is killed by pid when its guard drops, whatever way the test ends
+//! (panics included). On a panic the directory (config, data, log) is kept and its path printed.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root exists")
+}
+
+/// A port nothing listens on right now (the OS picks it; it is released at once).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The `srvr` four-letter word, or `None` if nothing answers.
+pub fn srvr(port: u16) -> Option<String> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(b"srvr").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
+}
+
+/// A server process of this test's own. Dropping it kills the process (by pid) and waits for
+/// it; its directory is removed unless the thread is panicking.
+pub struct ServerProcess {
+    pub name: &'static str,
+    child: Child,
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl ServerProcess {
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// The last `lines` lines of the process's stdout and stderr.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// `Err` with the exit status if the process has exited.
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!(
+                "{} (pid {}) exited: {status}\n{}",
+                self.name,
+                self.pid(),
+                self.log_tail(30)
+            )),
+            Err(error) => Err(format!("{}: {error}", self.name)),
+        }
+    }
+
+    /// Waits until `srvr` answers "Mode: standalone", the process dies or `timeout` passes.
+    pub fn wait_until_serving(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_alive()?;
+            if srvr(self.port).is_some_and(|answer| answer.contains("Mode: standalone")) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} did not serve on port {} within {timeout:?}:\n{}",
+                    self.name,
+                    self.port,
+                    self.log_tail(40)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Child::kill sends SIGKILL to this child's pid only.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "{} (pid {}) killed; its config, data and log are kept in {}",
+                self.name,
+                self.pid(),
+                self.dir.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn temp_dir(label: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!("warden-{label}-{}-{nanos}", std::process::id()));
+    fs::create_dir_all(dir.join("data")).unwrap();
+    dir
+}
+
+/// Writes `dir/zoo.cfg`: `body` plus dataDir, clientPort and clientPortAddress.
+fn write_zoo_cfg(dir: &Path, port: u16, body: &str) -> PathBuf {
+    let config = format!(
+        "{body}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n",
+        dir.join("data").display()
+    );
+    let path = dir.join("zoo.cfg");
+    fs::write(&path, config).unwrap();
+    path
+}
+
+/// Installs ZooKeeper 3.9.5 if needed (scripts/zookeeper/install.sh: java, mvn and Maven
+/// Central) and starts it on a free port from a zoo.cfg made of `zoo_cfg_body`, with
+/// `jvm_opts` as extra JVM flags. Does not wait for it to serve.
+pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
+    let root = repo_root();
+    let install = Command::new(root.join("scripts/zookeeper/install.sh"))
+        .output()
+        .expect("running install.sh");
+    assert!(
+        install.status.success(),
+        "ZooKeeper 3.9.5 could not be installed (needs java and mvn, and Maven Central):\n{}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let dir = temp_dir("zookeeper");
+    let port = free_port();
+    let config = write_zoo_cfg(&dir, port, zoo_cfg_body);
+    let log = fs::File::create(dir.join("server.log")).unwrap();
+    let child = Command::new(root.join("scripts/zookeeper/run.sh"))
+        .arg(&config)
+        .env("ZK_HEAP", "512m")
+        .env("ZK_JVM_OPTS", jvm_opts)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("starting scripts/zookeeper/run.sh");
+    ServerProcess {
+        name: "ZooKeeper",
+        child,
+        dir,
+        port,
+    }
+}
+
+/// Starts `warden server --zoo-cfg` (the binary cargo built for this test) on a free port from a
+/// zoo.cfg made of `zoo_cfg_body`. Does not wait for it to serve.
+pub fn spawn_warden(zoo_cfg_body: &str) -> ServerProcess {
+    let dir = temp_dir("warden");
+    let port = free_port();
+    let config = write_zoo_cfg(&dir, port, zoo_cfg_body);
+    let log = fs::File::create(dir.join("server.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("server")
+        .arg("--zoo-cfg")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("starting warden server");
+    ServerProcess {
+        name: "Warden",
+        child,
+        dir,
+        port,
+    }
+}
