@@ -77,11 +77,6 @@ impl Outbound {
     pub fn close(&self) {
         let _ = self.tx.send(Out::Close);
     }
-
-    /// Bytes waiting to be written.
-    pub fn queued_bytes(&self) -> u64 {
-        self.queued_bytes.load(Ordering::Relaxed)
-    }
 }
 
 impl OutboundQueue {

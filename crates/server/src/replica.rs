@@ -121,7 +121,6 @@ pub struct Replica {
     /// Session id -> the connection it is attached to here.
     attached: HashMap<i64, u64>,
     expiry: Expiry,
-    super_digest: Option<String>,
     pub stats: Arc<ServerStats>,
 }
 
@@ -137,7 +136,7 @@ fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &Response) -> Vec<u8> 
 }
 
 impl Replica {
-    pub fn new(node_id: u64, state: State, super_digest: Option<String>) -> Replica {
+    pub fn new(node_id: u64, state: State) -> Replica {
         Replica {
             node_id,
             state,
@@ -145,7 +144,6 @@ impl Replica {
             clients: HashMap::new(),
             attached: HashMap::new(),
             expiry: Expiry::default(),
-            super_digest,
             stats: Arc::new(ServerStats::default()),
         }
     }
@@ -164,10 +162,6 @@ impl Replica {
 
     pub fn clients_mut(&mut self) -> impl Iterator<Item = &mut Client> {
         self.clients.values_mut()
-    }
-
-    pub fn super_digest(&self) -> Option<&str> {
-        self.super_digest.as_deref()
     }
 
     /// Replaces the state with one loaded from a snapshot.
@@ -495,7 +489,14 @@ impl Replica {
                 }
             }
             TxnKind::CloseSession => {
-                self.session_closed(txn.session_id, local, outcome.zxid);
+                // The client that asked is answered, then disconnected with the session.
+                if let Some((connection, xid)) = local {
+                    self.write_applied(connection, xid, &outcome);
+                    if let Some(client) = self.clients.get(&connection) {
+                        client.out.close();
+                    }
+                }
+                self.session_closed(txn.session_id);
             }
             TxnKind::Request(_) => {
                 if let Some((connection, xid)) = local {
@@ -529,22 +530,9 @@ impl Replica {
 
     /// A session ended, by its client's closeSession or by expiry: its watches go, its
     /// client is answered (if it asked) and disconnected.
-    fn session_closed(&mut self, session_id: i64, local: Option<(u64, i32)>, zxid: i64) {
+    fn session_closed(&mut self, session_id: i64) {
         self.expiry.remove(session_id);
         self.watches.remove_session(session_id);
-        if let Some((connection, xid)) = local
-            && let Some(client) = self.clients.get_mut(&connection)
-        {
-            client.writes_applied += 1;
-            let received = client.write_times.pop_front();
-            client
-                .out
-                .send(reply_frame(xid, zxid, ErrorCode::OK, &Response::Empty));
-            client.out.close();
-            if let Some(received) = received {
-                self.stats.sent(received.elapsed());
-            }
-        }
         if let Some(connection) = self.attached.remove(&session_id)
             && let Some(client) = self.clients.get_mut(&connection)
         {
@@ -598,10 +586,6 @@ impl Replica {
             .collect();
         self.expiry.closing.extend(&expired);
         expired
-    }
-
-    pub fn node_id(&self) -> u64 {
-        self.node_id
     }
 }
 

@@ -76,13 +76,6 @@ impl Context {
             }
         }
     }
-
-    pub fn connection_count(&self) -> u32 {
-        self.connections
-            .lock()
-            .expect("connections lock poisoned")
-            .total
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,11 +127,7 @@ impl Server {
         let state = State::new(StateConfig {
             ttl_enabled: config.extended_types_enabled,
         });
-        let replica = Arc::new(Mutex::new(Replica::new(
-            node_id,
-            state,
-            config.super_digest.clone(),
-        )));
+        let replica = Arc::new(Mutex::new(Replica::new(node_id, state)));
         let started = Instant::now();
         let consensus = Consensus::start(
             consensus::Options {
