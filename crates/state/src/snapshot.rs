@@ -13,7 +13,9 @@ use crate::state::{Session, State, StateConfig};
 use crate::tree::{DataTree, NodeId, NodeStat, ROOT};
 
 const MAGIC: &[u8; 8] = b"WARDSNAP";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// Version 1 had no time of the last transaction; it is read as 0.
+const FORMAT_VERSION_V1: u32 = 1;
 const HEADER_BYTES: usize = 12;
 const TRAILER_BYTES: usize = 12;
 /// zstd level 3: most of the ratio at a small fraction of the time of higher levels.
@@ -75,11 +77,11 @@ pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
         return Err(SnapshotError::Checksum { stored, computed });
     }
     let version = u32::from_le_bytes(covered[8..12].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let z = zstd::stream::read::Decoder::new(&covered[HEADER_BYTES..])?;
-    read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)))
+    read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
 }
 
 fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
@@ -91,6 +93,7 @@ fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
     }
     put_i64(w, state.zxid)?;
     put_i64(w, state.next_session_id)?;
+    put_i64(w, state.time_ms)?;
     w.write_all(&[u8::from(state.config.ttl_enabled)])?;
     put_u32(w, state.sessions.len() as u32)?;
     for (id, s) in &state.sessions {
@@ -200,9 +203,14 @@ fn corrupt(what: &str) -> SnapshotError {
     SnapshotError::Corrupt(what.to_owned())
 }
 
-fn read_body<R: Read>(r: &mut Body<R>) -> Result<State, SnapshotError> {
+fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotError> {
     let zxid = r.i64()?;
     let next_session_id = r.i64()?;
+    let time_ms = if version == FORMAT_VERSION_V1 {
+        0
+    } else {
+        r.i64()?
+    };
     let config = StateConfig {
         ttl_enabled: r.u8()? != 0,
     };
@@ -306,6 +314,7 @@ fn read_body<R: Read>(r: &mut Body<R>) -> Result<State, SnapshotError> {
         sessions,
         zxid,
         next_session_id,
+        time_ms,
     })
 }
 
