@@ -43,7 +43,29 @@ pub async fn answer(
     drop(read);
 }
 
+/// ZooKeeper's answer to most words while the server has no quorum.
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+
+/// How this server takes part: `standalone`, `leader`, `follower` or `observer`.
+pub fn mode(ctx: &Context) -> &'static str {
+    if ctx.consensus.standalone() {
+        return "standalone";
+    }
+    let me = ctx.consensus.node_id();
+    if ctx.consensus.leader() == Some(me) {
+        "leader"
+    } else if ctx.consensus.status().learners.contains(&me) {
+        "observer"
+    } else {
+        "follower"
+    }
+}
+
 fn render(ctx: &Context, word: &str) -> String {
+    let needs_quorum = !matches!(word, "ruok" | "conf" | "envi" | "dirs" | "isro" | "rqld");
+    if needs_quorum && !ctx.consensus.serving() {
+        return NOT_SERVING.to_owned();
+    }
     match word {
         "ruok" => "imok".to_owned(),
         "srvr" => server_summary(ctx, false),
@@ -77,7 +99,8 @@ fn render(ctx: &Context, word: &str) -> String {
                 s.snapshot_bytes, s.log_bytes
             )
         }
-        "isro" => "rw".to_owned(),
+        "isro" if ctx.consensus.serving() => "rw".to_owned(),
+        "isro" => "null".to_owned(),
         "dump" => dump(ctx),
         "hash" => {
             let r = ctx.replica();
@@ -86,6 +109,17 @@ fn render(ctx: &Context, word: &str) -> String {
                 r.state().last_zxid(),
                 r.state().digest()
             )
+        }
+        // ClickHouse Keeper's leadership words.
+        "rqld" => {
+            let consensus = ctx.consensus.clone();
+            tokio::spawn(async move { consensus.request_leadership().await });
+            "Sent leadership request to leader.".to_owned()
+        }
+        "ydld" => {
+            let consensus = ctx.consensus.clone();
+            tokio::spawn(async move { consensus.hand_over_leadership().await });
+            "Sent yield leadership request to leader.".to_owned()
         }
         // gtmk/stmk: the trace mask is a JVM logging facility with nothing behind it here.
         other => format!("{other} is not supported by Warden.\n"),
@@ -105,13 +139,14 @@ fn server_summary(ctx: &Context, with_clients: bool) -> String {
     let _ = write!(
         out,
         "Latency min/avg/max: {}/{avg:.1}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
-         Outstanding: {outstanding}\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
+         Outstanding: {outstanding}\nZxid: {:#x}\nMode: {}\nNode count: {}\n",
         min as u64,
         max as u64,
         r.stats.packets_received.load(Ordering::Relaxed),
         r.stats.packets_sent.load(Ordering::Relaxed),
         r.clients().count(),
         r.state().last_zxid(),
+        mode(ctx),
         r.state().tree().len(),
     );
     out
@@ -191,7 +226,7 @@ fn conf(ctx: &Context) -> String {
     format!(
         "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={}\ndataLogDir={}\n\
          dataLogSize={}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\n\
-         maxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
+         maxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n{}",
         ctx.client_addr.port(),
         status.snapshot_dir.display(),
         status.snapshot_bytes,
@@ -202,7 +237,40 @@ fn conf(ctx: &Context) -> String {
         c.session_timeout_ms_min,
         c.session_timeout_ms_max,
         c.cluster.my_id.unwrap_or(0),
+        membership(ctx),
     )
+}
+
+/// The quorum part of `conf`, as ZooKeeper prints it for a member of an ensemble.
+fn membership(ctx: &Context) -> String {
+    let c = &ctx.config.cluster;
+    let Some(me) = c.me().filter(|_| !ctx.consensus.standalone()) else {
+        return String::new();
+    };
+    let mut out = format!(
+        "electionAlg=3\nelectionPort={}\nquorumPort={}\npeerType={}\nmembership: \n",
+        me.election_port.map_or(-1, i32::from),
+        me.peer_port,
+        u8::from(me.role == crate::config::Role::Observer),
+    );
+    for m in &c.members {
+        let role = match m.role {
+            crate::config::Role::Participant => "participant",
+            crate::config::Role::Observer => "observer",
+        };
+        let election = m.election_port.map(|p| format!(":{p}")).unwrap_or_default();
+        let client = m
+            .client
+            .as_ref()
+            .map(|h| format!(";{h}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "server.{}={}:{}{election}:{role}{client}",
+            m.id, m.host, m.peer_port
+        );
+    }
+    out
 }
 
 fn envi() -> String {
@@ -233,7 +301,7 @@ fn mntr(ctx: &Context) -> String {
     let status = ctx.consensus.status();
     let lines: Vec<(&str, String)> = vec![
         ("zk_version", ZOOKEEPER_VERSION.to_owned()),
-        ("zk_server_state", "standalone".to_owned()),
+        ("zk_server_state", mode(ctx).to_owned()),
         ("zk_ephemerals_count", ephemerals.to_string()),
         ("zk_num_alive_connections", r.clients().count().to_string()),
         ("zk_avg_latency", format!("{avg:.1}")),
@@ -268,6 +336,32 @@ fn mntr(ctx: &Context) -> String {
         ("zk_log_bytes", status.log_bytes.to_string()),
         ("zk_snapshot_bytes", status.snapshot_bytes.to_string()),
     ];
+    let mut lines = lines;
+    if !ctx.consensus.standalone() {
+        lines.push((
+            "zk_quorum_size",
+            (status.voters.len() + status.learners.len()).to_string(),
+        ));
+    }
+    if status.leader == Some(ctx.consensus.node_id()) && !ctx.consensus.standalone() {
+        // The leader's own lines (LeaderZooKeeperServer's gauges): learners it replicates
+        // to, and those that acknowledged within an election timeout.
+        let synced = |set: &[u64]| {
+            status
+                .synced_followers
+                .iter()
+                .filter(|id| set.contains(id))
+                .count()
+                .to_string()
+        };
+        let learners = status.voters.len() + status.learners.len() - 1;
+        lines.push(("zk_learners", learners.to_string()));
+        lines.push(("zk_followers", learners.to_string()));
+        lines.push(("zk_synced_followers", synced(&status.voters)));
+        lines.push(("zk_synced_non_voting_followers", "0".to_owned()));
+        lines.push(("zk_synced_observers", synced(&status.learners)));
+        lines.push(("zk_pending_syncs", status.pending_syncs.to_string()));
+    }
     lines
         .into_iter()
         .map(|(k, v)| format!("{k}\t{v}\n"))

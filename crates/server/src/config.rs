@@ -38,6 +38,9 @@ pub struct Config {
     pub super_digest: Option<String>,
     /// Whether TTL nodes may be created (ZooKeeper's extendedTypesEnabled; Warden default on).
     pub extended_types_enabled: bool,
+    /// Whether every read is linearizable, as if the client sent `sync` before it (ClickHouse
+    /// Keeper's quorum_reads, without writing reads into the log). Off: ZooKeeper's reads.
+    pub linearizable_reads: bool,
     /// Bounds on what clients may make the server hold.
     pub limits: Limits,
     /// When snapshots are taken.
@@ -107,7 +110,7 @@ pub struct Containers {
 }
 
 /// The servers of the ensemble and which one this is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Cluster {
     /// This server's id (ZooKeeper's myid file); required when `members` is not empty.
@@ -116,6 +119,23 @@ pub struct Cluster {
     /// Every server of the ensemble, this one included; empty for a one-node server.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<Member>,
+    /// Writes a follower holds on their way to the leader; a write that finds the queue full
+    /// is answered ThrottledOp (-127) instead of growing the follower's memory.
+    pub forward_queue_max: u32,
+    /// Largest frame a peer may send (a Raft append, a snapshot chunk, a forwarded write); a
+    /// peer that sends a larger one is disconnected.
+    pub peer_frame_bytes_max: u32,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            my_id: None,
+            members: Vec::new(),
+            forward_queue_max: 10_000,
+            peer_frame_bytes_max: 64 << 20,
+        }
+    }
 }
 
 /// One server of the ensemble, as a `server.N` line of zoo.cfg describes it.
@@ -246,6 +266,7 @@ impl Default for Config {
             four_letter_words: vec!["srvr".to_string()],
             super_digest: None,
             extended_types_enabled: true,
+            linearizable_reads: false,
             limits: Limits::default(),
             snapshots: Snapshots::default(),
             purge: Purge::default(),
@@ -492,6 +513,15 @@ impl Cluster {
 
     fn validate(&self) -> Result<(), InvalidConfig> {
         let invalid = |message: String| Err(InvalidConfig(message));
+        if self.forward_queue_max == 0 {
+            return invalid("cluster.forward_queue_max must be at least 1".into());
+        }
+        if self.peer_frame_bytes_max < 2 << 20 {
+            return invalid(
+                "cluster.peer_frame_bytes_max must be at least 2 MiB (a snapshot chunk is 1 MiB)"
+                    .into(),
+            );
+        }
         for (i, member) in self.members.iter().enumerate() {
             if member.host.is_empty() {
                 return invalid(format!("cluster member {} has no host", member.id));
@@ -614,6 +644,7 @@ mod tests {
             four_letter_words: vec!["srvr".into(), "ruok".into(), "mntr".into()],
             super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
             extended_types_enabled: false,
+            linearizable_reads: false,
             limits: Limits {
                 frame_bytes_max: 4 << 20,
                 connections_max: 0,
@@ -663,6 +694,7 @@ mod tests {
                         client: None,
                     },
                 ],
+                ..Cluster::default()
             },
             admin: Admin {
                 listen: Some(HostPort::new("127.0.0.1", 8080)),

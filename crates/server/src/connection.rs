@@ -22,9 +22,10 @@ use warden_proto::{
 use warden_state::{Txn, TxnKind, acl};
 
 use crate::admin;
-use crate::consensus::{Origin, Proposal};
+use crate::cluster::forward::SYNC_APPLY_TIMEOUT;
+use crate::consensus::{Origin, Proposal, ReadIndexError};
 use crate::outbound::{self, Out, OutboundQueue};
-use crate::replica::{Local, Resume, now_ms};
+use crate::replica::{Local, Resume};
 use crate::server::Context;
 
 /// Bytes asked of the socket per read.
@@ -65,8 +66,14 @@ enum Closed {
     },
     #[error("session {0:#x} is expired or its password is wrong")]
     Expired(i64),
-    #[error("consensus: {0}")]
-    Consensus(String),
+    #[error("no answer to the handshake within {0} ms: the session was not created")]
+    HandshakeTimeout(i32),
+    #[error("no leader: this server is not serving requests")]
+    NoLeader,
+    #[error("writes of this connection are in flight to a leader that is gone")]
+    LeaderChanged,
+    #[error("sync failed: {0}")]
+    Sync(ReadIndexError),
 }
 
 /// Reads whole frames off the socket, never buffering more than one frame's worth past the
@@ -155,6 +162,21 @@ async fn write_loop(mut socket: OwnedWriteHalf, mut queue: OutboundQueue) {
     let _ = socket.shutdown().await;
 }
 
+/// Whether a request this server answers alone reads the tree (and so is made linearizable
+/// by `linearizable_reads`).
+fn reads_state(request: &Request) -> bool {
+    !matches!(
+        request,
+        Request::Ping
+            | Request::SetWatches(_)
+            | Request::SetWatches2(_)
+            | Request::AddWatch(_)
+            | Request::CheckWatches(_)
+            | Request::RemoveWatches(_)
+            | Request::WhoAmI
+    )
+}
+
 /// Serves one accepted connection to its end.
 pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
@@ -175,6 +197,12 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
             }
         }
         Err(_) => return,
+    }
+    // A server without a quorum closes a client's connection at once, as ZooKeeper does,
+    // so that the client moves on to a server that can serve it.
+    if !ctx.consensus.serving() {
+        tracing::debug!(%peer, "refused a client: this server is not serving (no quorum)");
+        return;
     }
 
     let (out, queue) = outbound::channel(ctx.config.limits.outbound_queue_bytes_per_session_max);
@@ -205,7 +233,7 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
             session = format_args!("{:#x}", session.session_id),
             "connection closed"
         ),
-        Err(e @ (Closed::ClientAhead { .. } | Closed::Expired(_))) => {
+        Err(e @ (Closed::ClientAhead { .. } | Closed::Expired(_) | Closed::NoLeader)) => {
             tracing::info!(%peer, "refused a session: {e}")
         }
         Err(e) => tracing::warn!(
@@ -241,7 +269,7 @@ impl Session {
                 progress.notified().await;
             }
             let payload = reader.next().await?;
-            self.request(&payload).await?;
+            self.request(&payload, progress).await?;
         }
     }
 
@@ -255,6 +283,17 @@ impl Session {
             config.session_timeout_ms_max as i32,
         );
         if request.session_id == 0 {
+            // Even a new session is refused by a server behind what the client has seen
+            // (ZooKeeper's processConnectRequest checks this first), so that the client moves
+            // on rather than read an older state.
+            let our_zxid = self.ctx.replica().state().last_zxid();
+            if request.last_zxid_seen > our_zxid {
+                return Err(Closed::ClientAhead {
+                    session: 0,
+                    client_zxid: request.last_zxid_seen,
+                    our_zxid,
+                });
+            }
             let mut password = vec![0u8; PASSWORD_BYTES];
             getrandom::fill(&mut password).map_err(|e| Closed::Io(std::io::Error::other(e)))?;
             let created = self.ctx.replica().await_session(
@@ -263,15 +302,22 @@ impl Session {
                 request.read_only,
                 password.clone(),
             );
-            self.propose(
+            self.submit(
                 0,
+                Instant::now(),
                 TxnKind::CreateSession {
                     timeout_ms,
                     password,
                 },
             )
             .await?;
-            self.session_id = created.await.map_err(|_| Closed::ByServer)?;
+            // The session is created when its entry is applied; if it never is (no quorum,
+            // the leader lost it), the client is told nothing and tries again elsewhere.
+            let limit = std::time::Duration::from_millis(timeout_ms.max(1) as u64);
+            self.session_id = tokio::time::timeout(limit, created)
+                .await
+                .map_err(|_| Closed::HandshakeTimeout(timeout_ms))?
+                .map_err(|_| Closed::ByServer)?;
             return Ok(());
         }
         let resumed = self.ctx.replica().resume_session(
@@ -297,7 +343,46 @@ impl Session {
         }
     }
 
-    async fn request(&mut self, payload: &[u8]) -> Result<(), Closed> {
+    fn local(&self, xid: i32, request: Request, received: Instant, refused: Option<ErrorCode>) {
+        self.ctx.replica().local(
+            self.connection,
+            Local {
+                xid,
+                request,
+                auth: self.auth.clone(),
+                received,
+                refused,
+            },
+        );
+    }
+
+    /// `sync`: once the session's earlier requests are answered, asks the leader for a read
+    /// index (leadership confirmed by a quorum) and waits until this server has applied up to
+    /// it. Reading no further request meanwhile keeps the session's order, and a read after
+    /// the sync sees every write committed before the sync reached the leader.
+    async fn sync(&self, progress: &tokio::sync::Notify) -> Result<(), Closed> {
+        while self.ctx.replica().outstanding(self.connection) > 0 {
+            progress.notified().await;
+        }
+        let leader = self.ctx.consensus.leader().ok_or(Closed::NoLeader)?;
+        let index = if leader == self.ctx.consensus.node_id() {
+            self.ctx.consensus.read_index().await
+        } else {
+            self.ctx.forwarder.read_index(&self.ctx, leader).await
+        }
+        .map_err(Closed::Sync)?;
+        self.ctx
+            .consensus
+            .applied_up_to(index, SYNC_APPLY_TIMEOUT)
+            .await
+            .map_err(Closed::Sync)
+    }
+
+    async fn request(
+        &mut self,
+        payload: &[u8],
+        progress: &tokio::sync::Notify,
+    ) -> Result<(), Closed> {
         let received = Instant::now();
         self.ctx.replica().touch(self.session_id, received);
         let mut r = Reader::new(payload);
@@ -331,23 +416,23 @@ impl Session {
                 Err(Closed::AuthFailed("sasl".into()))
             }
             request if request.is_write() => {
-                self.ctx.replica().write_sent(self.connection, received);
                 let kind = match request {
                     Request::CloseSession => TxnKind::CloseSession,
                     request => TxnKind::Request(request),
                 };
-                self.propose(header.xid, kind).await
+                self.submit(header.xid, received, kind).await
+            }
+            request
+                if !self.ctx.consensus.standalone()
+                    && (matches!(request, Request::Sync(_))
+                        || (self.ctx.config.linearizable_reads && reads_state(&request))) =>
+            {
+                self.sync(progress).await?;
+                self.local(header.xid, request, received, None);
+                Ok(())
             }
             request => {
-                self.ctx.replica().local(
-                    self.connection,
-                    Local {
-                        xid: header.xid,
-                        request,
-                        auth: self.auth.clone(),
-                        received,
-                    },
-                );
+                self.local(header.xid, request, received, None);
                 Ok(())
             }
         }
@@ -387,24 +472,57 @@ impl Session {
         ));
     }
 
-    async fn propose(&self, xid: i32, kind: TxnKind) -> Result<(), Closed> {
+    /// Sends a write to the log: proposed here if this server leads, else forwarded to the
+    /// leader. Its reply comes when this server applies it. A write that can never be
+    /// applied closes the connection (the client sees ConnectionLoss); one that finds the
+    /// queue to the leader full is answered ThrottledOp, in its turn.
+    async fn submit(&self, xid: i32, received: Instant, kind: TxnKind) -> Result<(), Closed> {
+        let ctx = &self.ctx;
+        let leader = ctx.consensus.leader().ok_or(Closed::NoLeader)?;
+        let me = ctx.consensus.node_id();
+        if leader != me && !ctx.forwarder.has_room(leader) {
+            let request = match kind {
+                TxnKind::Request(request) => request,
+                _ => Request::CloseSession,
+            };
+            self.local(xid, request, received, Some(ErrorCode::THROTTLED_OP));
+            return Ok(());
+        }
+        let (seq, incarnation) = {
+            let mut replica = ctx.replica();
+            let seq = replica
+                .write_sent(self.connection, received, leader)
+                .ok_or(Closed::LeaderChanged)?;
+            (seq, replica.incarnation())
+        };
         let proposal = Proposal {
             origin: Some(Origin {
-                node: self.ctx.consensus.node_id(),
+                node: me,
+                incarnation,
                 connection: self.connection,
+                seq,
                 xid,
             }),
             txn: Txn {
                 session_id: self.session_id,
-                time_ms: now_ms(),
+                // The leader stamps its own time when it proposes.
+                time_ms: 0,
                 auth: self.auth.to_vec(),
                 kind,
             },
         };
-        self.ctx
-            .consensus
-            .propose(proposal)
-            .await
-            .map_err(|e| Closed::Consensus(e.to_string()))
+        if leader == me {
+            let (failed_ctx, connection) = (ctx.clone(), self.connection);
+            ctx.consensus
+                .propose(proposal, move |e| {
+                    failed_ctx
+                        .replica()
+                        .write_failed(connection, &e.to_string())
+                })
+                .await;
+        } else if let Err(e) = ctx.forwarder.forward(ctx, leader, &proposal) {
+            ctx.replica().write_failed(self.connection, &e.to_string());
+        }
+        Ok(())
     }
 }

@@ -10,22 +10,28 @@
 //!   Warden's own TOML and checked as a whole.
 //! - [`zoo_cfg`]: ZooKeeper's zoo.cfg (and myid file) read into a [`Config`], as ZooKeeper 3.9
 //!   reads it, with a warning for each key not taken as written.
-//! - [`server`]: start-up, the client listener and its limits, the leader's duties (session
-//!   expiry, container and TTL cleanup), shutdown.
+//! - [`server`]: start-up, the client listener and its limits, the duties that follow
+//!   leadership (session expiry, container and TTL cleanup on the leader; session reports to
+//!   it from followers; closing clients when not serving), shutdown.
 //! - [`connection`]: one client connection: handshake, request dispatch, bad-input handling.
 //! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
+//! - [`sessions`]: the session tracker: deadlines, touches, expiry.
+//! - [`cluster`]: the peer protocol, the peer listener, and followers' writes forwarded to the
+//!   leader.
 //! - [`outbound`]: a client's byte-bounded queue of replies and events.
 //! - [`consensus`]: openraft, the durable log and snapshots.
 //! - [`admin`]: the four-letter words.
 //! - [`stats`]: counters for the four-letter words.
 
 pub mod admin;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod consensus;
 pub mod outbound;
 pub mod replica;
 pub mod server;
+pub mod sessions;
 pub mod stats;
 pub mod zoo_cfg;
 

@@ -4,11 +4,17 @@
 //! client is sent (replies and watch events) is queued in the order it happened: a client
 //! always sees a watch event before the data of any later change, and its replies in the order
 //! of its requests.
+//!
+//! A client's writes carry an origin naming this process (node and incarnation), the
+//! connection and the write's sequence number on it. Applies must meet them 1, 2, 3...: a gap
+//! means a write was lost (a leader failed before it committed), and the connection is closed,
+//! as ZooKeeper closes a client's connection when its server loses the leader, so the client
+//! sees ConnectionLoss and never a reply out of order.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 use warden_proto::types::{ClientInfo, add_watch_mode, perms};
@@ -19,6 +25,7 @@ use warden_proto::{
 use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 
 use crate::consensus::Proposal;
+use crate::sessions::SessionTracker;
 use crate::stats::{ClientStats, ServerStats};
 
 /// A request answered by this server alone, in the client's order.
@@ -29,6 +36,8 @@ pub struct Local {
     /// The identities the connection held when the request arrived.
     pub auth: Arc<[Id]>,
     pub received: Instant,
+    /// Answered with this error without being run (a write the server had no room for).
+    pub refused: Option<ErrorCode>,
 }
 
 /// A local request waiting for the client's earlier writes to be applied.
@@ -60,6 +69,9 @@ pub struct Client {
     handshake: Option<PendingHandshake>,
     writes_sent: u64,
     writes_applied: u64,
+    /// The leader the writes in flight went to: a write may not follow them to another one
+    /// (it could overtake them).
+    writes_leader: Option<u64>,
     /// When each write not yet applied arrived, oldest first.
     write_times: VecDeque<Instant>,
     deferred: VecDeque<Deferred>,
@@ -87,40 +99,17 @@ pub enum Resume {
     ClientAhead { client_zxid: i64, our_zxid: i64 },
 }
 
-/// When each live session expires unless its client is heard from.
-#[derive(Debug, Default)]
-struct Expiry {
-    deadlines: HashMap<i64, (Instant, Duration)>,
-    /// Sessions whose closeSession is proposed and not yet applied.
-    closing: HashSet<i64>,
-}
-
-impl Expiry {
-    fn touch(&mut self, session_id: i64, now: Instant) {
-        if let Some((deadline, timeout)) = self.deadlines.get_mut(&session_id) {
-            *deadline = now + *timeout;
-        }
-    }
-
-    fn set(&mut self, session_id: i64, timeout_ms: i32, now: Instant) {
-        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        self.deadlines.insert(session_id, (now + timeout, timeout));
-    }
-
-    fn remove(&mut self, session_id: i64) {
-        self.deadlines.remove(&session_id);
-        self.closing.remove(&session_id);
-    }
-}
-
 pub struct Replica {
     node_id: u64,
+    /// Drawn at random when the process starts: origins of an earlier process of this node
+    /// never match a connection of this one.
+    incarnation: u64,
     state: State,
     watches: WatchRegistry,
     clients: HashMap<u64, Client>,
     /// Session id -> the connection it is attached to here.
     attached: HashMap<i64, u64>,
-    expiry: Expiry,
+    sessions: SessionTracker,
     pub stats: Arc<ServerStats>,
 }
 
@@ -136,16 +125,21 @@ fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &Response) -> Vec<u8> 
 }
 
 impl Replica {
-    pub fn new(node_id: u64, state: State) -> Replica {
+    pub fn new(node_id: u64, incarnation: u64, state: State) -> Replica {
         Replica {
             node_id,
+            incarnation,
             state,
             watches: WatchRegistry::default(),
             clients: HashMap::new(),
             attached: HashMap::new(),
-            expiry: Expiry::default(),
+            sessions: SessionTracker::default(),
             stats: Arc::new(ServerStats::default()),
         }
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     pub fn state(&self) -> &State {
@@ -164,9 +158,66 @@ impl Replica {
         self.clients.values_mut()
     }
 
-    /// Replaces the state with one loaded from a snapshot.
+    /// Replaces the state with one loaded from a snapshot sent by the leader. Everything
+    /// derived from the old state goes with it: every client is disconnected (as a ZooKeeper
+    /// follower that resynchronizes drops its clients; they come back and set their watches
+    /// again with the last zxid they saw, which replays what they missed), and the tracker
+    /// starts over from the new session table.
     pub fn install(&mut self, state: State) {
         self.state = state;
+        self.close_all("this server installed a snapshot from the leader");
+        self.watches = WatchRegistry::default();
+        self.attached.clear();
+        self.grant_full_timeouts(Instant::now());
+    }
+
+    /// Closes every client connection, saying why in the log.
+    pub fn close_all(&mut self, why: &str) {
+        if self.clients.is_empty() {
+            return;
+        }
+        tracing::info!(
+            connections = self.clients.len(),
+            "closing client connections: {why}"
+        );
+        for client in self.clients.values_mut() {
+            client.handshake = None;
+            client.out.close();
+        }
+    }
+
+    /// Closes the connections with writes in flight (or a session being created), whose
+    /// outcome this server can no longer learn: their leader is gone. Returns how many.
+    pub fn close_writers(&mut self, why: &str) -> usize {
+        let mut closed = 0;
+        for client in self.clients.values_mut() {
+            if client.writes_sent > client.writes_applied {
+                client.handshake = None;
+                client.out.close();
+                closed += 1;
+            }
+        }
+        if closed > 0 {
+            tracing::info!(
+                connections = closed,
+                "closing connections with writes in flight: {why}"
+            );
+        }
+        closed
+    }
+
+    /// A write of this connection's will never be applied: the connection is closed, so the
+    /// client sees ConnectionLoss rather than a missing reply.
+    pub fn write_failed(&mut self, connection: u64, why: &str) {
+        if let Some(client) = self.clients.get_mut(&connection) {
+            tracing::info!(
+                peer = %client.peer,
+                session = format_args!("{:#x}", client.session_id),
+                "closing a connection whose write was lost: {why}"
+            );
+            client.handshake = None;
+            client.out.close();
+        }
     }
 
     // ---- clients -------------------------------------------------------------------------
@@ -190,6 +241,7 @@ impl Replica {
                 handshake: None,
                 writes_sent: 0,
                 writes_applied: 0,
+                writes_leader: None,
                 write_times: VecDeque::new(),
                 deferred: VecDeque::new(),
                 progress: progress.clone(),
@@ -256,7 +308,7 @@ impl Replica {
             .state
             .session(id)
             .is_some_and(|s| s.password == request.password)
-            && !self.expiry.closing.contains(&id);
+            && !self.sessions.is_closing(id);
         let Some(client) = self.clients.get_mut(&connection) else {
             return Resume::Expired;
         };
@@ -293,7 +345,7 @@ impl Replica {
             stale.out.close();
             self.watches.remove_session(id);
         }
-        self.expiry.set(id, timeout_ms, now);
+        self.sessions.touch(id, now);
         Resume::Attached
     }
 
@@ -306,17 +358,37 @@ impl Replica {
 
     /// The client was heard from: its session's expiry moves back.
     pub fn touch(&mut self, session_id: i64, now: Instant) {
-        self.expiry.touch(session_id, now);
+        self.sessions.touch(session_id, now);
     }
 
-    /// A write of this connection's was proposed; local requests after it wait for it.
-    pub fn write_sent(&mut self, connection: u64, received: Instant) {
-        if let Some(client) = self.clients.get_mut(&connection) {
-            client.writes_sent += 1;
-            client.write_times.push_back(received);
-            client.stats.received();
-            self.stats.received();
+    /// A follower reported these sessions alive.
+    pub fn touch_reported(&mut self, sessions: &[i64], now: Instant) {
+        for id in sessions {
+            self.sessions.touch_reported(*id, now);
         }
+    }
+
+    /// Sessions this server's clients touched since the last report to the leader.
+    pub fn take_touched(&mut self) -> Vec<i64> {
+        self.sessions.take_touched()
+    }
+
+    /// A write of this connection's is about to go to `leader`; local requests after it wait
+    /// for it. Returns the write's sequence number on the connection, or `None` if writes
+    /// still in flight went to another leader: this one could overtake them, so the
+    /// connection must close instead.
+    pub fn write_sent(&mut self, connection: u64, received: Instant, leader: u64) -> Option<u64> {
+        let client = self.clients.get_mut(&connection)?;
+        let in_flight = client.writes_sent > client.writes_applied;
+        if in_flight && client.writes_leader != Some(leader) {
+            return None;
+        }
+        client.writes_leader = Some(leader);
+        client.writes_sent += 1;
+        client.write_times.push_back(received);
+        client.stats.received();
+        self.stats.received();
+        Some(client.writes_sent)
     }
 
     /// A request this server answers alone: now if the client has no write in flight, else
@@ -365,6 +437,7 @@ impl Replica {
     ) {
         let zxid = self.state.last_zxid();
         let (err, body) = match &local.request {
+            _ if local.refused.is_some() => (local.refused.expect("checked"), Response::Empty),
             Request::Ping => (ErrorCode::OK, Response::Empty),
             Request::Sync(r) => (
                 ErrorCode::OK,
@@ -477,12 +550,13 @@ impl Replica {
         }
         let local = proposal
             .origin
-            .filter(|o| o.node == self.node_id)
+            .filter(|o| o.node == self.node_id && o.incarnation == self.incarnation)
+            .filter(|o| self.next_write_in_order(o.connection, o.seq))
             .map(|o| (o.connection, o.xid));
         match &txn.kind {
             TxnKind::CreateSession { timeout_ms, .. } => {
                 if let Some(id) = outcome.created_session {
-                    self.expiry.set(id, *timeout_ms, now);
+                    self.sessions.set(id, *timeout_ms, now);
                     if let Some((connection, _)) = local {
                         self.session_created(connection, id);
                     }
@@ -508,10 +582,39 @@ impl Replica {
         outcome.zxid
     }
 
+    /// Whether `seq` is the connection's next write to be applied; counts it if so. Anything
+    /// else means an earlier write was lost: the connection is closed (its writes may not be
+    /// answered out of order) and the entry answers nobody.
+    fn next_write_in_order(&mut self, connection: u64, seq: u64) -> bool {
+        let Some(client) = self.clients.get_mut(&connection) else {
+            return false;
+        };
+        if seq != client.writes_applied + 1 || seq > client.writes_sent {
+            if client.writes_applied < client.writes_sent {
+                tracing::warn!(
+                    peer = %client.peer,
+                    expected = client.writes_applied + 1,
+                    applied = seq,
+                    "a write of this connection was lost; closing it"
+                );
+                client.writes_applied = client.writes_sent;
+                client.handshake = None;
+                client.out.close();
+            }
+            return false;
+        }
+        client.writes_applied += 1;
+        if client.writes_applied == client.writes_sent {
+            client.writes_leader = None;
+        }
+        true
+    }
+
     fn session_created(&mut self, connection: u64, session_id: i64) {
         let Some(client) = self.clients.get_mut(&connection) else {
             return;
         };
+        client.write_times.pop_front();
         let Some(handshake) = client.handshake.take() else {
             return;
         };
@@ -531,7 +634,7 @@ impl Replica {
     /// A session ended, by its client's closeSession or by expiry: its watches go, its
     /// client is answered (if it asked) and disconnected.
     fn session_closed(&mut self, session_id: i64) {
-        self.expiry.remove(session_id);
+        self.sessions.remove(session_id);
         self.watches.remove_session(session_id);
         if let Some(connection) = self.attached.remove(&session_id)
             && let Some(client) = self.clients.get_mut(&connection)
@@ -545,7 +648,6 @@ impl Replica {
         let Some(client) = self.clients.get_mut(&connection) else {
             return;
         };
-        client.writes_applied += 1;
         let received = client.write_times.pop_front();
         client
             .out
@@ -564,28 +666,14 @@ impl Replica {
     /// Gives every live session a full timeout from now: after a restart or a change of
     /// leader, no session is expired for silence it could not help.
     pub fn grant_full_timeouts(&mut self, now: Instant) {
-        let sessions: Vec<(i64, i32)> = self
-            .state
-            .sessions()
-            .map(|(id, s)| (id, s.timeout_ms))
-            .collect();
-        for (id, timeout_ms) in sessions {
-            self.expiry.set(id, timeout_ms, now);
-        }
+        let sessions = self.state.sessions().map(|(id, s)| (id, s.timeout_ms));
+        self.sessions.grant_full_timeouts(sessions, now);
     }
 
     /// Sessions whose deadline passed and whose close is not yet proposed; they are marked
     /// as closing.
     pub fn take_expired(&mut self, now: Instant) -> Vec<i64> {
-        let expired: Vec<i64> = self
-            .expiry
-            .deadlines
-            .iter()
-            .filter(|(id, (deadline, _))| *deadline <= now && !self.expiry.closing.contains(id))
-            .map(|(id, _)| *id)
-            .collect();
-        self.expiry.closing.extend(&expired);
-        expired
+        self.sessions.take_expired(now)
     }
 }
 
@@ -614,4 +702,168 @@ fn who_am_i(auth: &[Id]) -> Vec<ClientInfo> {
     };
     let (ip, others): (Vec<&Id>, Vec<&Id>) = auth.iter().partition(|id| id.scheme == "ip");
     others.into_iter().chain(ip).map(info).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consensus::Origin;
+    use crate::outbound::{self, Out, OutboundQueue};
+    use std::time::Duration;
+    use warden_proto::request::CreateRequest;
+    use warden_state::{StateConfig, Txn};
+
+    const NODE: u64 = 1;
+    const INCARNATION: u64 = 0xabc;
+    const CONNECTION: u64 = 1;
+
+    fn replica() -> Replica {
+        Replica::new(NODE, INCARNATION, State::new(StateConfig::default()))
+    }
+
+    fn connect(r: &mut Replica, connection: u64) -> OutboundQueue {
+        let (out, queue) = outbound::channel(1 << 20);
+        let auth: Arc<[Id]> = Arc::from(vec![]);
+        r.connect(connection, out, "127.0.0.1:1".parse().unwrap(), auth);
+        queue
+    }
+
+    fn txn(session_id: i64, kind: TxnKind) -> Txn {
+        Txn {
+            session_id,
+            time_ms: 1,
+            auth: Vec::new(),
+            kind,
+        }
+    }
+
+    /// A session created through `connection`, with its handshake answer drained.
+    fn session(r: &mut Replica, connection: u64, queue: &mut OutboundQueue) -> i64 {
+        let _ready = r.await_session(connection, 10_000, None, vec![7; 16]);
+        let seq = r.write_sent(connection, Instant::now(), NODE).unwrap();
+        let created = Proposal {
+            origin: Some(origin(connection, seq, 0)),
+            txn: txn(
+                0,
+                TxnKind::CreateSession {
+                    timeout_ms: 10_000,
+                    password: vec![7; 16],
+                },
+            ),
+        };
+        r.apply(&created, Instant::now());
+        assert!(
+            matches!(queue.try_recv(), Some(Out::Frame(_))),
+            "handshake answered"
+        );
+        r.state().sessions().next().unwrap().0
+    }
+
+    fn origin(connection: u64, seq: u64, xid: i32) -> Origin {
+        Origin {
+            node: NODE,
+            incarnation: INCARNATION,
+            connection,
+            seq,
+            xid,
+        }
+    }
+
+    fn create(session_id: i64, path: &str, origin: Origin) -> Proposal {
+        Proposal {
+            origin: Some(origin),
+            txn: txn(
+                session_id,
+                TxnKind::Request(Request::Create(CreateRequest {
+                    path: path.into(),
+                    data: Some(Vec::new()),
+                    acl: warden_proto::Acl::open(),
+                    flags: 0,
+                })),
+            ),
+        }
+    }
+
+    #[test]
+    fn an_entry_of_an_earlier_process_never_reaches_a_connection_of_this_one() {
+        // Review finding 2: connection ids restart at 1 in every process.
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        let stale = Origin {
+            incarnation: INCARNATION + 1,
+            ..origin(CONNECTION, 2, 5)
+        };
+        r.apply(&create(id, "/stale", stale), Instant::now());
+        assert!(
+            q.try_recv().is_none(),
+            "nothing delivered to the new connection"
+        );
+        assert_eq!(r.outstanding(CONNECTION), 0, "its counters are untouched");
+        assert!(
+            r.state().tree().get("/stale").is_some(),
+            "the entry still applies"
+        );
+    }
+
+    #[test]
+    fn a_gap_in_a_connections_writes_closes_it() {
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        let two = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        let three = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        // Write `two` was lost with its leader; `three` committed.
+        r.apply(
+            &create(id, "/three", origin(CONNECTION, three, 3)),
+            Instant::now(),
+        );
+        assert!(
+            matches!(q.try_recv(), Some(Out::Close)),
+            "closed, never answered out of order"
+        );
+        assert!(two < three);
+    }
+
+    #[test]
+    fn a_write_may_not_follow_writes_in_flight_to_another_leader() {
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        session(&mut r, CONNECTION, &mut q);
+        assert!(r.write_sent(CONNECTION, Instant::now(), 2).is_some());
+        assert!(r.write_sent(CONNECTION, Instant::now(), 2).is_some());
+        assert_eq!(r.write_sent(CONNECTION, Instant::now(), 3), None);
+        assert_eq!(r.close_writers("the leader changed"), 1);
+        assert!(matches!(q.try_recv(), Some(Out::Close)));
+    }
+
+    #[test]
+    fn installing_a_snapshot_resets_everything_derived_from_the_old_state() {
+        // Review finding 5: only the tree was swapped.
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        r.watches.add(id, "/w", WatchKind::Persistent);
+        let mut other = State::new(StateConfig::default());
+        other.apply(&txn(
+            0,
+            TxnKind::CreateSession {
+                timeout_ms: 4_000,
+                password: vec![1; 16],
+            },
+        ));
+        r.install(other);
+        assert!(
+            matches!(q.try_recv(), Some(Out::Close)),
+            "clients reconnect"
+        );
+        assert_eq!(r.watches().len(), 0, "watches are set again by the clients");
+        assert!(r.attached.is_empty());
+        let expired = r.take_expired(Instant::now() + Duration::from_secs(5));
+        assert_eq!(
+            expired.len(),
+            1,
+            "the tracker follows the new session table"
+        );
+    }
 }

@@ -1,6 +1,8 @@
 //! The running server: consensus and the replica started from a [`Config`], the client
-//! listener with its connection limits, and the leader's duties (expiring silent sessions,
-//! deleting empty containers and expired TTL nodes).
+//! listener with its connection limits, the peer listener of a cluster member, and the duties
+//! that follow leadership: expiring silent sessions and deleting empty containers and expired
+//! TTL nodes on the leader, reporting sessions to the leader on a follower, and closing
+//! client connections when the server stops serving or its leader changes.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -12,9 +14,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
-use crate::config::Config;
+use crate::cluster::{self, forward::Forwarder};
+use crate::config::{Config, Role};
 use crate::connection;
-use crate::consensus::{self, Consensus, Proposal};
+use crate::consensus::{self, Consensus, Identity, MemberAddr, Proposal};
 use crate::replica::{Replica, now_ms};
 
 /// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
@@ -26,6 +29,8 @@ const LOG_FLUSH_WAIT: Duration = Duration::from_micros(100);
 pub struct Context {
     pub config: Arc<Config>,
     pub consensus: Consensus,
+    /// A follower's channel to its leader.
+    pub forwarder: Forwarder,
     replica: Arc<Mutex<Replica>>,
     next_connection: AtomicU64,
     pub started: Instant,
@@ -80,13 +85,21 @@ impl Context {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Unsupported(String),
     #[error(transparent)]
     Consensus(#[from] consensus::StartError),
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
         addr: String,
+        source: std::io::Error,
+    },
+    #[error("cannot listen for other servers on {addr}: {source}")]
+    ListenPeers {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("cannot keep the cluster id in {path}: {source}")]
+    ClusterId {
+        path: String,
         source: std::io::Error,
     },
 }
@@ -98,20 +111,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the data, replays it, starts listening for clients, and returns.
+    /// Opens the data, replays it, starts listening for clients (and, in a cluster, for the
+    /// other servers), and returns.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        let others = config
-            .cluster
-            .members
-            .iter()
-            .filter(|m| Some(m.id) != config.cluster.my_id)
-            .count();
-        if others > 0 {
-            return Err(StartError::Unsupported(format!(
-                "the configuration names {others} other server(s); this build of Warden runs \
-                 one-server ensembles only (multi-server clusters are the next piece of work)"
-            )));
-        }
         let node_id = config.cluster.my_id.unwrap_or(1);
         let listen = &config.client_listen;
         let listener = TcpListener::bind((listen.host.as_str(), listen.port))
@@ -124,15 +126,39 @@ impl Server {
             addr: listen.to_string(),
             source,
         })?;
+        let members = member_addrs(&config, client_addr);
+        let peer_listener = match config.cluster.me().filter(|_| members.len() > 1) {
+            Some(me) => Some(
+                TcpListener::bind((me.host.as_str(), me.peer_port))
+                    .await
+                    .map_err(|source| StartError::ListenPeers {
+                        addr: format!("{}:{}", me.host, me.peer_port),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let cluster_id = cluster_id(&config, &members)?;
         let state = State::new(StateConfig {
             ttl_enabled: config.extended_types_enabled,
         });
-        let replica = Arc::new(Mutex::new(Replica::new(node_id, state)));
+        let mut incarnation = [0u8; 8];
+        getrandom::fill(&mut incarnation).expect("the OS gives random bytes");
+        let replica = Arc::new(Mutex::new(Replica::new(
+            node_id,
+            u64::from_le_bytes(incarnation),
+            state,
+        )));
         let started = Instant::now();
         let consensus = Consensus::start(
             consensus::Options {
-                node_id,
-                client_addr: client_addr.to_string(),
+                identity: Identity {
+                    me: node_id,
+                    cluster_id,
+                    frame_bytes_max: config.cluster.peer_frame_bytes_max as usize,
+                },
+                data_dir: config.data_dir.clone(),
+                members: members.clone(),
                 log_dir: config.resolved_log_dir().join("log"),
                 snapshot_dir: config.data_dir.join("snapshots"),
                 snapshot_interval_txns: config.snapshots.interval_txns,
@@ -157,6 +183,7 @@ impl Server {
             );
         }
         let ctx = Arc::new(Context {
+            forwarder: Forwarder::new(config.cluster.forward_queue_max as usize),
             config: Arc::new(config),
             consensus,
             replica,
@@ -165,16 +192,24 @@ impl Server {
             client_addr,
             connections: Mutex::new(Connections::default()),
         });
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(accept_loop(ctx.clone(), listener)),
             tokio::spawn(expire_sessions(ctx.clone())),
             tokio::spawn(clean_containers(ctx.clone())),
         ];
-        tracing::info!(
-            %client_addr,
-            node_id,
-            "serving ZooKeeper clients"
-        );
+        if let Some(peer_listener) = peer_listener {
+            let peer_addr = peer_listener.local_addr().ok();
+            tasks.push(tokio::spawn(cluster::listen(ctx.clone(), peer_listener)));
+            tasks.push(tokio::spawn(follow_leadership(ctx.clone(), members)));
+            tasks.push(tokio::spawn(report_sessions(ctx.clone())));
+            tracing::info!(
+                ?peer_addr,
+                members = ctx.config.cluster.members.len(),
+                cluster_id = format_args!("{cluster_id:#x}"),
+                "listening for the other servers; serving clients once a leader is known"
+            );
+        }
+        tracing::info!(%client_addr, node_id, "serving ZooKeeper clients");
         Ok(Server { ctx, tasks })
     }
 
@@ -183,11 +218,16 @@ impl Server {
         self.ctx.client_addr
     }
 
-    /// Stops listening and stops consensus. Everything acknowledged is already on disk.
+    /// Stops listening and stops consensus. Everything acknowledged is already on disk. A
+    /// leader first hands leadership to another voter, so clients wait for no election.
     pub async fn shutdown(self) {
+        if !self.ctx.consensus.standalone() {
+            self.ctx.consensus.hand_over_leadership().await;
+        }
         for task in &self.tasks {
             task.abort();
         }
+        self.ctx.forwarder.close();
         self.ctx.consensus.shutdown().await;
         tracing::info!("stopped");
     }
@@ -216,7 +256,7 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
     }
 }
 
-/// Proposes a transaction of the server's own (no client waits for it).
+/// Proposes a transaction of the leader's own (no client waits for it).
 async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
     let proposal = Proposal {
         origin: None,
@@ -227,8 +267,132 @@ async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
             kind,
         },
     };
-    if let Err(e) = ctx.consensus.propose(proposal).await {
-        tracing::warn!(error = %e, "could not propose a cleanup");
+    ctx.consensus
+        .propose(
+            proposal,
+            |e| tracing::info!(error = %e, "a cleanup was not proposed; the next leader redoes it"),
+        )
+        .await;
+}
+
+/// The members as the configuration names them, with the addresses consensus records. A
+/// standalone server is a cluster of one.
+fn member_addrs(config: &Config, client_addr: SocketAddr) -> Vec<MemberAddr> {
+    if config.cluster.members.len() <= 1 {
+        return vec![MemberAddr {
+            id: config.cluster.my_id.unwrap_or(1),
+            peer_addr: String::new(),
+            client_addr: client_addr.to_string(),
+            voter: true,
+        }];
+    }
+    config
+        .cluster
+        .members
+        .iter()
+        .map(|m| MemberAddr {
+            id: m.id,
+            peer_addr: format!("{}:{}", m.host, m.peer_port),
+            client_addr: m.client.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+            voter: m.role == Role::Participant,
+        })
+        .collect()
+}
+
+/// The cluster's identity, checked at every peer handshake so that servers of two clusters
+/// never talk. Derived from the voters of the first configuration (the same on every member
+/// started from the same zoo.cfg) and kept in the data directory from the first start on, so
+/// that later membership changes do not change it.
+fn cluster_id(config: &Config, members: &[MemberAddr]) -> Result<u64, StartError> {
+    let path = config.data_dir.join("cluster-id");
+    let io_err = |source| StartError::ClusterId {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(id) = u64::from_str_radix(text.trim(), 16)
+    {
+        return Ok(id);
+    }
+    let mut voters: Vec<String> = members
+        .iter()
+        .filter(|m| m.voter)
+        .map(|m| format!("{}={}", m.id, m.peer_addr))
+        .collect();
+    voters.sort();
+    let id = xxhash_rust::xxh3::xxh3_64(voters.join(",").as_bytes());
+    std::fs::create_dir_all(&config.data_dir).map_err(io_err)?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{id:016x}\n")).map_err(io_err)?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err)?;
+    std::fs::rename(&tmp, &path).map_err(io_err)?;
+    Ok(id)
+}
+
+/// Follows leadership as it changes: a server that stops serving closes its clients'
+/// connections (so they move to a server that can serve them); when the leader changes,
+/// connections with writes in flight are closed (their outcome is unknowable here); a new
+/// leader gives every session a full timeout and adds missing observers.
+async fn follow_leadership(ctx: Arc<Context>, members: Vec<MemberAddr>) {
+    let me = ctx.consensus.node_id();
+    let mut seen: (u64, Option<u64>) = (0, None);
+    let mut serving = false;
+    let mut check = tokio::time::interval(Duration::from_millis(100));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let now = tokio::select! {
+            now = ctx.consensus.changed(seen) => now,
+            _ = check.tick() => seen,
+        };
+        if now.1 != seen.1 {
+            ctx.forwarder.close();
+            ctx.replica().close_writers("the leader changed");
+            match now.1 {
+                Some(leader) if leader == me => {
+                    tracing::info!(term = now.0, "this server leads");
+                    ctx.replica().grant_full_timeouts(Instant::now());
+                    let (ctx, members) = (ctx.clone(), members.clone());
+                    tokio::spawn(async move { ctx.consensus.reconcile_learners(&members).await });
+                }
+                Some(leader) => tracing::info!(term = now.0, leader, "following a new leader"),
+                None => tracing::info!(term = now.0, "no leader"),
+            }
+        }
+        seen = now;
+        let serving_now = ctx.consensus.serving();
+        if serving_now != serving {
+            serving = serving_now;
+            if serving {
+                tracing::info!(leader = ?now.1, "serving clients");
+            } else {
+                tracing::warn!(
+                    "not serving clients: no quorum (client connections are closed until a \
+                     leader is heard from)"
+                );
+                ctx.replica().close_all("this server lost its quorum");
+            }
+        }
+    }
+}
+
+/// A follower reports the sessions its clients touched to the leader, twice a tick, as
+/// ZooKeeper's learners report theirs in every ping; the leader decides expiry from them.
+async fn report_sessions(ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        (ctx.config.tick_time_ms / 2).max(1).into(),
+    ));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let touched = ctx.replica().take_touched();
+        match ctx.consensus.leader() {
+            Some(leader) if leader != ctx.consensus.node_id() && !touched.is_empty() => {
+                ctx.forwarder.touch(&ctx, leader, touched)
+            }
+            _ => {}
+        }
     }
 }
 

@@ -332,6 +332,8 @@ impl<'a> Reader<'a> {
                 self.config.super_digest = Some(p.value.clone());
             }
             "extendedTypesEnabled" => self.config.extended_types_enabled = self.boolean(p)?,
+            // Warden's own: ZooKeeper has no such setting.
+            "linearizableReads" => self.config.linearizable_reads = self.boolean(p)?,
             "emulate353TTLNodes" => {
                 // Only changes how ZooKeeper reads ephemeralOwner values of its own session
                 // ids; Warden's session ids never look like 3.5.3's TTL marker.

@@ -43,8 +43,10 @@ fn load(args: &ServerArgs) -> Result<Config, String> {
 pub fn run(args: ServerArgs) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
+            // openraft warns at every failed heartbeat to a member that is down (ten lines a
+            // second); Warden logs a member going down and coming back once itself.
             EnvFilter::try_from_env("WARDEN_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=error")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

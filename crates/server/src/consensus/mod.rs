@@ -5,36 +5,62 @@
 //! - [`log_store`]: the durable log (raft-log: checksummed, group-commit fsync).
 //! - [`snapshot_store`]: snapshot files in the data directory, retention.
 //! - [`state_machine`]: applying entries to the [`Replica`], building and installing snapshots.
-//! - [`network`]: messages to other members (none in a one-member cluster).
+//! - [`network`]: Raft messages to other members over the peer protocol.
+//! - [`rpc`]: Raft messages from other members, handed to openraft.
 
 mod log_store;
 mod network;
+mod rejoin;
+mod rpc;
 mod snapshot_store;
 mod state_machine;
 mod types;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::async_runtime::watch::WatchReceiver;
-use openraft::{Raft, SnapshotPolicy};
+use openraft::errors::{ClientWriteError, InitializeError, RaftError};
+use openraft::raft::ReadPolicy;
+use openraft::{Instant as _, Raft, SnapshotPolicy};
 
+pub use network::Identity;
 pub use types::{Origin, Proposal};
 
+use crate::cluster::wire::{FrameReader, FrameWriter, WireError};
 use crate::replica::Replica;
 use log_store::LogStore;
 use snapshot_store::SnapshotStore;
 use state_machine::StateMachine;
-use types::{PeerNode, WardenRaft};
+use types::{Completion, PeerNode, WardenRaft};
+
+/// The largest snapshot a follower accepts from a leader: far above any tree that fits in
+/// memory, so only a broken or hostile peer reaches it.
+const SNAPSHOT_BYTES_MAX: u64 = 64 << 30;
+
+/// A member as the configuration names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberAddr {
+    pub id: u64,
+    /// `host:port` other members replicate to (ZooKeeper's quorum port).
+    pub peer_addr: String,
+    /// `host:port` clients connect to.
+    pub client_addr: String,
+    /// Whether it votes; observers do not.
+    pub voter: bool,
+}
 
 /// What the consensus layer needs to know.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub node_id: u64,
-    /// Where this member is reached by clients, recorded in the membership.
-    pub client_addr: String,
+    pub identity: Identity,
+    /// Where the cluster's own markers live (the recovery marker).
+    pub data_dir: PathBuf,
+    /// Every member, this one included. One member: a standalone server.
+    pub members: Vec<MemberAddr>,
     pub log_dir: PathBuf,
     pub snapshot_dir: PathBuf,
     /// Committed entries between two snapshots (ZooKeeper's snapCount).
@@ -56,10 +82,27 @@ pub enum StartError {
     Raft(String),
 }
 
-/// The proposal could not be put in the log; the client cannot be answered.
-#[derive(Debug, thiserror::Error)]
-#[error("consensus is not running: {0}")]
-pub struct ProposeError(String);
+/// Why a proposal will never be applied: its client cannot be answered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProposeError {
+    #[error("this server does not lead (the leader is {leader:?})")]
+    NotLeader { leader: Option<u64> },
+    #[error("the entry was discarded by a new leader")]
+    Discarded,
+    #[error("consensus has stopped")]
+    Stopped,
+}
+
+/// Why a read index could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadIndexError {
+    #[error("this server does not lead (the leader is {leader:?})")]
+    NotLeader { leader: Option<u64> },
+    #[error("leadership could not be confirmed: {0}")]
+    Unconfirmed(String),
+    #[error("this server did not catch up with the read index in time")]
+    Lagging,
+}
 
 /// A position in the log and its snapshots, for the admin commands.
 #[derive(Debug, Clone, Default)]
@@ -73,15 +116,44 @@ pub struct Status {
     pub snapshot_dir: PathBuf,
     pub log_bytes: u64,
     pub snapshot_bytes: u64,
+    /// Voters and learners of the membership in force.
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// On a leader: the members that acknowledged replication within an election timeout.
+    pub synced_followers: Vec<u64>,
+    /// Read-index confirmations under way.
+    pub pending_syncs: u64,
+}
+
+/// When this server last heard from a leader, for "am I serving?".
+pub(crate) struct Liveness {
+    started: Instant,
+    /// Milliseconds after `started`; 0 = never.
+    leader_heard: AtomicU64,
+    leader_heard_from: AtomicU64,
+}
+
+impl Liveness {
+    fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64 + 1
+    }
 }
 
 #[derive(Clone)]
 pub struct Consensus {
     raft: Raft<WardenRaft, StateMachine>,
-    node_id: u64,
+    identity: Identity,
+    standalone: bool,
     log: LogStore,
     snapshots: SnapshotStore,
     log_dir: PathBuf,
+    liveness: Arc<Liveness>,
+    /// How long a leader may go unheard before this server stops serving.
+    leader_timeout: Duration,
+    /// Read-index confirmations under way on this server (ZooKeeper's pending syncs).
+    pending_read_indexes: Arc<AtomicU64>,
+    committed: network::Committed,
+    recovery: Arc<rejoin::Recovery>,
 }
 
 fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
@@ -106,13 +178,15 @@ fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
 }
 
 impl Consensus {
-    /// Opens the log and snapshots, replays them into `replica`, and returns once this node
-    /// leads its one-member cluster with everything committed applied.
+    /// Opens the log and snapshots and replays them into `replica`. A standalone server
+    /// returns once it leads its one-member cluster with everything committed applied; a
+    /// member of a cluster returns at once and finds its leader in the background.
     pub async fn start(
         options: Options,
         replica: Arc<Mutex<Replica>>,
     ) -> Result<Consensus, StartError> {
-        let log = LogStore::open(&options.log_dir, options.node_id, options.flush_wait).await?;
+        let node_id = options.identity.me;
+        let log = LogStore::open(&options.log_dir, node_id, options.flush_wait).await?;
         let snapshots = SnapshotStore::open(
             options.snapshot_dir.clone(),
             options.snapshots_retained_count as usize,
@@ -122,43 +196,81 @@ impl Consensus {
             source,
         })?;
         let config = Arc::new(raft_config(&options)?);
+        let leader_timeout = Duration::from_millis(config.election_timeout_max);
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
+        let committed = network::Committed::default();
         let raft = Raft::new(
-            options.node_id,
+            node_id,
             config,
-            network::Network,
+            network::Network {
+                identity: options.identity,
+                reachable: network::Reachability::default(),
+                committed: committed.clone(),
+            },
             log.clone(),
             StateMachine::new(replica, snapshots.clone()),
         )
         .await
         .map_err(|e| raft_err(&e))?;
-        if !raft.is_initialized().await.map_err(|e| raft_err(&e))? {
-            let me = PeerNode {
-                peer_addr: String::new(),
-                client_addr: options.client_addr.clone(),
-            };
-            raft.initialize(BTreeMap::from([(options.node_id, me)]))
-                .await
-                .map_err(|e| raft_err(&e))?;
+        let standalone = options.members.len() <= 1;
+        let recovery = rejoin::Recovery::open(&options.data_dir);
+        let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
+        if standalone && !initialized {
+            let me = BTreeMap::from([(node_id, peer_node(&options.members[0]))]);
+            match raft.initialize(me).await {
+                Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(raft_err(&e)),
+            }
         }
-        let node_id = options.node_id;
-        raft.wait(Some(Duration::from_secs(60)))
-            .metrics(
-                |m| {
-                    m.current_leader == Some(node_id)
-                        && m.last_applied.as_ref().map(|l| l.index) >= m.last_log_index
-                },
-                "leader with every committed entry applied",
-            )
-            .await
-            .map_err(|e| raft_err(&e))?;
+        if !standalone {
+            if recovery.recovering() {
+                raft.runtime_config().elect(false);
+            }
+            if !initialized {
+                // Every founder starts from the same voters, so whichever initializes first,
+                // they agree (openraft allows identical initialization on several members).
+                // Observers join as learners once a leader exists (`reconcile_learners`).
+                tokio::spawn(rejoin::found_or_join(
+                    raft.clone(),
+                    options.identity,
+                    options.members.clone(),
+                    recovery.clone(),
+                ));
+            }
+            tokio::spawn(rejoin::finish_recovery(raft.clone(), recovery.clone()));
+            tokio::spawn(track_committed(raft.clone(), committed.clone()));
+        }
         let consensus = Consensus {
             raft,
-            node_id,
+            identity: options.identity,
+            standalone,
             log,
             snapshots,
             log_dir: options.log_dir,
+            liveness: Arc::new(Liveness {
+                started: Instant::now(),
+                leader_heard: AtomicU64::new(0),
+                leader_heard_from: AtomicU64::new(0),
+            }),
+            leader_timeout,
+            pending_read_indexes: Arc::default(),
+            committed,
+            recovery,
         };
+        if standalone {
+            consensus
+                .raft
+                .wait(Some(Duration::from_secs(60)))
+                .metrics(
+                    |m| {
+                        m.current_leader == Some(node_id)
+                            && m.last_applied.as_ref().map(|l| l.index) >= m.last_log_index
+                    },
+                    "leader with every committed entry applied",
+                )
+                .await
+                .map_err(|e| raft_err(&e))?;
+        }
         consensus.exit_on_fatal();
         Ok(consensus)
     }
@@ -182,26 +294,244 @@ impl Consensus {
         });
     }
 
-    /// Appends a proposal to the log. Its outcome reaches the client through the replica when
-    /// it is applied.
-    pub async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+    /// Appends a proposal to the log if this server leads. Its outcome reaches the client
+    /// through the replica of the server the client is connected to, when it is applied; if
+    /// it never enters the log, or a new leader discards it, `failed` is called instead.
+    pub async fn propose(
+        &self,
+        mut proposal: Proposal,
+        failed: impl FnOnce(ProposeError) + Send + 'static,
+    ) {
+        // Only a leader's proposal enters the log, so every transaction carries the leader's
+        // time; the state machine keeps it from going backwards across leaders.
+        proposal.txn.time_ms = crate::replica::now_ms();
+        let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
+            if let Err(e) = result {
+                failed(match e {
+                    ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader {
+                        leader: f.leader_id,
+                    },
+                    _ => ProposeError::Discarded,
+                })
+            }
+        });
+        if let Err(fatal) = self.raft.client_write_ff(proposal, Some(completion)).await {
+            // The completion went down with openraft's core; exit_on_fatal ends the process.
+            tracing::warn!(%fatal, "a proposal was not accepted: consensus stopped");
+        }
+    }
+
+    /// ReadIndex: confirms with a quorum that this server still leads and returns the log
+    /// index a read must see (every entry committed before the call).
+    pub async fn read_index(&self) -> Result<u64, ReadIndexError> {
+        self.pending_read_indexes.fetch_add(1, Ordering::Relaxed);
+        let linearizer = self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await;
+        self.pending_read_indexes.fetch_sub(1, Ordering::Relaxed);
+        match linearizer {
+            Ok(linearizer) => Ok(linearizer.read_log_id().index()),
+            Err(RaftError::APIError(openraft::errors::LinearizableReadError::ForwardToLeader(
+                f,
+            ))) => Err(ReadIndexError::NotLeader {
+                leader: f.leader_id,
+            }),
+            Err(e) => Err(ReadIndexError::Unconfirmed(e.to_string())),
+        }
+    }
+
+    /// Waits until this server has applied the log up to `index`, at most `limit`.
+    pub async fn applied_up_to(&self, index: u64, limit: Duration) -> Result<(), ReadIndexError> {
         self.raft
-            .client_write_ff(proposal, None)
+            .wait(Some(limit))
+            .applied_index_at_least(Some(index), "read index")
             .await
-            .map_err(|e| ProposeError(e.to_string()))
+            .map(|_| ())
+            .map_err(|_| ReadIndexError::Lagging)
+    }
+
+    /// Serves another member's Raft channel until it ends; returns why it ended.
+    pub async fn serve_peer(
+        &self,
+        from: u64,
+        reader: FrameReader,
+        writer: FrameWriter,
+    ) -> WireError {
+        rpc::serve(self, from, reader, writer).await
     }
 
     pub fn node_id(&self) -> u64 {
-        self.node_id
+        self.identity.me
+    }
+
+    /// This server's committed log index, as its peers' handshakes are told.
+    pub fn committed_index(&self) -> u64 {
+        self.committed.get()
+    }
+
+    /// Whether this member is catching up after losing its data (it does not vote).
+    pub fn recovering(&self) -> bool {
+        self.recovery.recovering()
+    }
+
+    pub fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    /// A one-member cluster: no peers, always its own leader.
+    pub fn standalone(&self) -> bool {
+        self.standalone
     }
 
     /// Whether this node leads (and so owns session expiry and container cleanup).
     pub fn is_leader(&self) -> bool {
-        self.raft.metrics().borrow_watched().current_leader == Some(self.node_id)
+        self.raft.metrics().borrow_watched().current_leader == Some(self.identity.me)
+    }
+
+    /// The leader this server follows, if it knows one.
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// Where a member is reached by its peers, from the membership in force.
+    pub fn peer_addr(&self, id: u64) -> Option<String> {
+        let m = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone();
+        m.membership().get_node(&id).map(|n| n.peer_addr.clone())
+    }
+
+    /// Whether this server can serve clients: it leads with a quorum heard from lately, or it
+    /// follows a leader it heard from lately. A server that cannot is closed to clients.
+    pub fn serving(&self) -> bool {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let Some(leader) = m.current_leader else {
+            return false;
+        };
+        if self.standalone {
+            return leader == self.identity.me;
+        }
+        let timeout_ms = self.leader_timeout.as_millis() as u64;
+        if leader == self.identity.me {
+            return m
+                .last_quorum_acked
+                .is_some_and(|at| at.elapsed().as_millis() as u64 <= timeout_ms);
+        }
+        let heard = self.liveness.leader_heard.load(Ordering::Relaxed);
+        heard != 0
+            && self.liveness.leader_heard_from.load(Ordering::Relaxed) == leader
+            && self.liveness.elapsed_ms().saturating_sub(heard) <= timeout_ms
+    }
+
+    /// Changes of leader or term, to watch for leadership changes.
+    pub async fn changed(&self, previous: (u64, Option<u64>)) -> (u64, Option<u64>) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let now = {
+                let m = metrics.borrow_watched();
+                (m.current_term, m.current_leader)
+            };
+            if now != previous {
+                return now;
+            }
+            if metrics.changed().await.is_err() {
+                return now;
+            }
+        }
+    }
+
+    /// Adds the configured observers that the membership lacks, as learners. Called by a
+    /// new leader; a learner that cannot be reached yet does not block anything.
+    pub async fn reconcile_learners(&self, members: &[MemberAddr]) {
+        let known: Vec<u64> = {
+            let m = self
+                .raft
+                .metrics()
+                .borrow_watched()
+                .membership_config
+                .clone();
+            m.membership().nodes().map(|(id, _)| *id).collect()
+        };
+        for member in members
+            .iter()
+            .filter(|m| !m.voter && !known.contains(&m.id))
+        {
+            match self
+                .raft
+                .add_learner(member.id, peer_node(member), false)
+                .await
+            {
+                Ok(_) => tracing::info!(observer = member.id, "observer added to the membership"),
+                Err(e) => {
+                    tracing::warn!(observer = member.id, error = %e, "could not add observer")
+                }
+            }
+        }
+    }
+
+    /// Hands leadership to the most up-to-date other voter, if this server leads; used on
+    /// SIGTERM so that a rolling restart does not wait out an election timeout.
+    pub async fn hand_over_leadership(&self) {
+        let m = self.raft.metrics().borrow_watched().clone();
+        if m.current_leader != Some(self.identity.me) {
+            return;
+        }
+        let Some(replication) = &m.replication else {
+            return;
+        };
+        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let best = replication
+            .iter()
+            .filter(|(id, _)| **id != self.identity.me && voters.contains(id))
+            .max_by_key(|(_, matched)| matched.as_ref().map(|l| l.index))
+            .map(|(id, _)| *id);
+        if let Some(to) = best {
+            tracing::info!(to, "handing leadership over before stopping");
+            let _ = self.raft.trigger().transfer_leader(to).await;
+            let _ = self
+                .raft
+                .wait(Some(self.leader_timeout))
+                .metrics(|m| m.current_leader != Some(m.id), "leadership handed over")
+                .await;
+        }
+    }
+
+    /// Stands for election now (ClickHouse Keeper's `rqld`). Voters grant it only if this
+    /// server's log is as up to date as theirs, so it never costs a committed write.
+    pub async fn request_leadership(&self) {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let voter = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == self.identity.me);
+        if self.standalone || !voter || m.current_leader == Some(self.identity.me) {
+            return;
+        }
+        tracing::info!("standing for election, as asked (rqld)");
+        let _ = self.raft.trigger().elect(false).await;
     }
 
     pub fn status(&self) -> Status {
         let m = self.raft.metrics().borrow_watched().clone();
+        let membership = m.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let learners: Vec<u64> = membership.learner_ids().collect();
+        let timeout_ms = self.leader_timeout.as_millis() as u64;
+        let synced_followers = m
+            .heartbeat
+            .as_ref()
+            .map(|h| {
+                h.iter()
+                    .filter(|(id, at)| {
+                        **id != self.identity.me
+                            && at.is_some_and(|t| t.elapsed().as_millis() as u64 <= timeout_ms)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+            .unwrap_or_default();
         Status {
             term: m.current_term,
             leader: m.current_leader,
@@ -212,6 +542,10 @@ impl Consensus {
             snapshot_dir: self.snapshots.dir().to_path_buf(),
             log_bytes: self.log.disk_bytes(),
             snapshot_bytes: self.snapshots.disk_bytes(),
+            voters,
+            learners,
+            synced_followers,
+            pending_syncs: self.pending_read_indexes.load(Ordering::Relaxed),
         }
     }
 
@@ -219,5 +553,108 @@ impl Consensus {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "consensus did not stop cleanly");
         }
+    }
+}
+
+/// Keeps the committed index the handshakes carry up to date.
+async fn track_committed(raft: Raft<WardenRaft, StateMachine>, committed: network::Committed) {
+    let mut metrics = raft.metrics();
+    loop {
+        let index = metrics
+            .borrow_watched()
+            .local_committed
+            .as_ref()
+            .map_or(0, |l| l.index);
+        committed.0.store(index, Ordering::Relaxed);
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn peer_node(m: &MemberAddr) -> PeerNode {
+    PeerNode {
+        peer_addr: m.peer_addr.clone(),
+        client_addr: m.client_addr.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_state::{State, StateConfig, Txn, TxnKind};
+
+    /// A member of a three-member cluster whose peers never answer: it can never lead.
+    async fn lonely_member(dir: &std::path::Path) -> Consensus {
+        let members = (1..=3)
+            .map(|id| MemberAddr {
+                id,
+                // Port 9 (discard) on loopback: nothing listens, connections are refused.
+                peer_addr: "127.0.0.1:9".into(),
+                client_addr: String::new(),
+                voter: true,
+            })
+            .collect();
+        let replica = Arc::new(Mutex::new(Replica::new(
+            1,
+            1,
+            State::new(StateConfig::default()),
+        )));
+        Consensus::start(
+            Options {
+                identity: Identity {
+                    me: 1,
+                    cluster_id: 7,
+                    frame_bytes_max: 4 << 20,
+                },
+                data_dir: dir.to_path_buf(),
+                members,
+                log_dir: dir.join("log"),
+                snapshot_dir: dir.join("snapshots"),
+                snapshot_interval_txns: 1000,
+                snapshots_retained_count: 3,
+                tick_time_ms: 200,
+                flush_wait: Duration::ZERO,
+            },
+            replica,
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_proposal_on_a_server_that_does_not_lead_fails_loudly() {
+        // Review finding 1: it used to be dropped without a word, stalling its session.
+        let dir = tempfile::tempdir().unwrap();
+        let consensus = lonely_member(dir.path()).await;
+        assert!(!consensus.serving(), "no quorum, so not serving");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let proposal = Proposal {
+            origin: None,
+            txn: Txn {
+                session_id: 0,
+                time_ms: 0,
+                auth: Vec::new(),
+                kind: TxnKind::CloseSession,
+            },
+        };
+        consensus
+            .propose(proposal, move |e| {
+                let _ = tx.send(e);
+            })
+            .await;
+        let failure = tokio::time::timeout(Duration::from_secs(10), rx)
+            .await
+            .expect("the failure is reported, not swallowed")
+            .unwrap();
+        assert!(
+            matches!(failure, ProposeError::NotLeader { .. }),
+            "{failure}"
+        );
+        assert!(
+            consensus.read_index().await.is_err(),
+            "no read index without leading"
+        );
+        consensus.shutdown().await;
     }
 }

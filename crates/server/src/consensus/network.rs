@@ -1,42 +1,266 @@
-//! Raft messages to other members. A one-member cluster never sends one: openraft asks for
-//! a connection only to members other than itself. The transport between members (vote,
-//! pre-vote, append, snapshot streaming, leader transfer) arrives with multi-server clusters;
-//! until then a configuration with other members is refused at start-up, so nothing can
-//! depend on these answers.
+//! Raft messages to other members, over the peer protocol (`cluster::wire`): one connection
+//! per openraft client, one request answered at a time. openraft makes a client for each
+//! replication stream and for each round of votes, so votes and heartbeats never queue behind
+//! a long append or a snapshot transfer on another connection.
+//!
+//! Messages are openraft's own request and response types in MessagePack; snapshots go in
+//! chunks of `SNAPSHOT_CHUNK_BYTES`, each acknowledged before the next is sent, so a snapshot
+//! never needs a frame larger than a chunk and a cancelled transfer stops within one chunk.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use openraft::alias::{SnapshotOf, VoteOf};
-use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::types::{PeerNode, WardenRaft};
+use crate::cluster::wire::{
+    self, Channel, FrameReader, FrameWriter, GROUP_MAIN, Hello, Kind, WireError,
+};
 
-pub struct Network;
+/// Bytes of snapshot per chunk.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
+/// Who this server is on the peer network.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    pub me: u64,
+    pub cluster_id: u64,
+    pub frame_bytes_max: usize,
+}
+
+pub struct Network {
+    pub identity: Identity,
+    pub reachable: Reachability,
+    pub committed: Committed,
+}
+
+/// This server's committed log index, for the handshake.
+#[derive(Clone, Default)]
+pub struct Committed(pub Arc<std::sync::atomic::AtomicU64>);
+
+impl Committed {
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Whether each member could last be reached, so that a member going down or coming back is
+/// logged once, not at every heartbeat.
+#[derive(Clone, Default)]
+pub struct Reachability(Arc<Mutex<HashMap<u64, bool>>>);
+
+impl Reachability {
+    fn note(&self, target: u64, addr: &str, outcome: Result<(), &WireError>) {
+        let now = outcome.is_ok();
+        let before = self
+            .0
+            .lock()
+            .expect("reachability lock poisoned")
+            .insert(target, now);
+        match (before, outcome) {
+            (Some(false), Ok(())) => {
+                tracing::info!(member = target, %addr, "member reachable again")
+            }
+            (Some(true) | None, Err(e)) => {
+                tracing::warn!(member = target, %addr, "cannot reach member: {e}")
+            }
+            _ => {}
+        }
+    }
+}
+
+/// openraft's client for one target member.
 pub struct Peer {
+    identity: Identity,
+    reachable: Reachability,
+    committed: Committed,
     target: u64,
+    addr: String,
+    conn: Option<(FrameReader, FrameWriter)>,
+    next_id: u64,
 }
 
 impl RaftNetworkFactory<WardenRaft> for Network {
     type Network = Peer;
 
-    async fn new_client(&mut self, target: u64, _node: &PeerNode) -> Peer {
-        Peer { target }
+    async fn new_client(&mut self, target: u64, node: &PeerNode) -> Peer {
+        Peer {
+            identity: self.identity,
+            reachable: self.reachable.clone(),
+            committed: self.committed.clone(),
+            target,
+            addr: node.peer_addr.clone(),
+            conn: None,
+            next_id: 1,
+        }
     }
 }
 
+/// Why a call did not get an answer.
+enum CallError {
+    /// No connection could be made: openraft backs off before it tries again.
+    Unreachable(WireError),
+    /// The connection broke or timed out mid-call, or the peer answered with an error.
+    Failed(String),
+}
+
+impl CallError {
+    fn into_rpc(self, target: u64) -> RPCError<WardenRaft> {
+        match self {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Failed(why) => RPCError::Network(NetworkError::new(&io::Error::other(
+                format!("member {target}: {why}"),
+            ))),
+        }
+    }
+
+    fn into_streaming(self, target: u64) -> StreamingError<WardenRaft> {
+        match self.into_rpc(target) {
+            RPCError::Unreachable(e) => StreamingError::Unreachable(e),
+            RPCError::Network(e) => StreamingError::Network(e),
+            other => {
+                StreamingError::Network(NetworkError::new(&io::Error::other(other.to_string())))
+            }
+        }
+    }
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    rmp_serde::to_vec(value).expect("openraft messages always serialize")
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, String> {
+    rmp_serde::from_slice(bytes).map_err(|e| format!("malformed {what}: {e}"))
+}
+
 impl Peer {
-    fn unreachable(&self) -> Unreachable<WardenRaft> {
-        Unreachable::new(&io::Error::other(format!(
-            "no transport to member {}: this build serves one-member clusters",
-            self.target
-        )))
+    /// Sends one request and waits for its answer, connecting first if needed. Any failure
+    /// drops the connection; the next call makes a new one.
+    async fn call(
+        &mut self,
+        kind: Kind,
+        payload: &[u8],
+        limit: Duration,
+    ) -> Result<Vec<u8>, CallError> {
+        if self.conn.is_none() {
+            let hello = Hello {
+                version: wire::PROTOCOL_VERSION,
+                cluster_id: self.identity.cluster_id,
+                from: self.identity.me,
+                to: self.target,
+                channel: Channel::Raft,
+                committed: self.committed.get(),
+            };
+            let dialed = wire::dial(&self.addr, hello, self.identity.frame_bytes_max, limit).await;
+            self.reachable
+                .note(self.target, &self.addr, dialed.as_ref().map(|_| ()));
+            let (reader, writer, _) = dialed.map_err(CallError::Unreachable)?;
+            self.conn = Some((reader, writer));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let (reader, writer) = self.conn.as_mut().expect("connected above");
+        let exchange = async {
+            writer.send(kind, GROUP_MAIN, id, payload).await?;
+            reader.next().await
+        };
+        let answer = match tokio::time::timeout(limit, exchange).await {
+            Ok(Ok(frame)) if frame.id == id => frame,
+            Ok(Ok(frame)) => {
+                self.conn = None;
+                return Err(CallError::Failed(format!(
+                    "answer {} to request {id}",
+                    frame.id
+                )));
+            }
+            Ok(Err(e)) => {
+                self.conn = None;
+                return Err(CallError::Failed(e.to_string()));
+            }
+            Err(_) => {
+                self.conn = None;
+                return Err(CallError::Failed(format!("no answer within {limit:?}")));
+            }
+        };
+        match answer.kind {
+            Kind::RaftReply => Ok(answer.payload),
+            Kind::RaftError => Err(CallError::Failed(
+                String::from_utf8_lossy(&answer.payload).into_owned(),
+            )),
+            other => {
+                self.conn = None;
+                Err(CallError::Failed(format!("unexpected {other:?}")))
+            }
+        }
+    }
+
+    async fn rpc<Req: Serialize, Resp: DeserializeOwned>(
+        &mut self,
+        kind: Kind,
+        request: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<WardenRaft>> {
+        let answer = self
+            .call(kind, &encode(request), option.soft_ttl())
+            .await
+            .map_err(|e| e.into_rpc(self.target))?;
+        decode(&answer, "answer").map_err(|e| CallError::Failed(e).into_rpc(self.target))
+    }
+}
+
+/// The first bytes of a snapshot chunk: where it goes in the whole and whether it is the last.
+pub struct ChunkHeader {
+    pub offset: u64,
+    pub total: u64,
+    /// On the last chunk: the MessagePack of `(vote, snapshot meta)`; empty otherwise.
+    pub install: Vec<u8>,
+}
+
+pub const CHUNK_HEADER_BYTES: usize = 20;
+
+impl ChunkHeader {
+    pub fn encode(&self, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(CHUNK_HEADER_BYTES + self.install.len() + data.len());
+        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(&self.total.to_be_bytes());
+        out.extend_from_slice(&(self.install.len() as u32).to_be_bytes());
+        out.extend_from_slice(&self.install);
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// The header and the chunk's data.
+    pub fn decode(payload: &[u8]) -> Result<(ChunkHeader, &[u8]), String> {
+        if payload.len() < CHUNK_HEADER_BYTES {
+            return Err("snapshot chunk shorter than its header".to_owned());
+        }
+        let offset = u64::from_be_bytes(payload[..8].try_into().expect("8 bytes"));
+        let total = u64::from_be_bytes(payload[8..16].try_into().expect("8 bytes"));
+        let install_len = u32::from_be_bytes(payload[16..20].try_into().expect("4 bytes")) as usize;
+        let rest = &payload[CHUNK_HEADER_BYTES..];
+        if install_len > rest.len() {
+            return Err("snapshot chunk header overruns the chunk".to_owned());
+        }
+        let (install, data) = rest.split_at(install_len);
+        Ok((
+            ChunkHeader {
+                offset,
+                total,
+                install: install.to_vec(),
+            },
+            data,
+        ))
     }
 }
 
@@ -45,43 +269,70 @@ impl RaftNetworkV2<WardenRaft> for Peer {
 
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<WardenRaft>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<WardenRaft>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<WardenRaft>, RPCError<WardenRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        self.rpc(Kind::AppendEntries, &rpc, &option).await
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<WardenRaft>,
-        _option: RPCOption,
+        rpc: VoteRequest<WardenRaft>,
+        option: RPCOption,
     ) -> Result<VoteResponse<WardenRaft>, RPCError<WardenRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        self.rpc(Kind::Vote, &rpc, &option).await
     }
 
     async fn pre_vote(
         &mut self,
-        _rpc: VoteRequest<WardenRaft>,
-        _option: RPCOption,
+        rpc: VoteRequest<WardenRaft>,
+        option: RPCOption,
     ) -> Result<VoteResponse<WardenRaft>, RPCError<WardenRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        self.rpc(Kind::PreVote, &rpc, &option).await
     }
 
     async fn full_snapshot(
         &mut self,
-        _vote: VoteOf<WardenRaft>,
-        _snapshot: SnapshotOf<WardenRaft, Vec<u8>>,
-        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
+        vote: VoteOf<WardenRaft>,
+        snapshot: SnapshotOf<WardenRaft, Vec<u8>>,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<WardenRaft>, StreamingError<WardenRaft>> {
-        Err(StreamingError::Unreachable(self.unreachable()))
+        let data = &snapshot.snapshot;
+        let total = data.len() as u64;
+        let mut cancel = std::pin::pin!(cancel);
+        let mut offset = 0usize;
+        loop {
+            let end = (offset + SNAPSHOT_CHUNK_BYTES).min(data.len());
+            let last = end == data.len();
+            let header = ChunkHeader {
+                offset: offset as u64,
+                total,
+                install: if last {
+                    encode(&(&vote, &snapshot.meta))
+                } else {
+                    Vec::new()
+                },
+            };
+            let payload = header.encode(&data[offset..end]);
+            let answer = tokio::select! {
+                closed = &mut cancel => return Err(StreamingError::Closed(closed)),
+                answer = self.call(Kind::SnapshotChunk, &payload, option.soft_ttl()) => answer,
+            }
+            .map_err(|e| e.into_streaming(self.target))?;
+            if last {
+                return decode(&answer, "snapshot answer")
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&io::Error::other(e))));
+            }
+            offset = end;
+        }
     }
 
     async fn transfer_leader(
         &mut self,
-        _req: TransferLeaderRequest<WardenRaft>,
-        _option: RPCOption,
+        req: TransferLeaderRequest<WardenRaft>,
+        option: RPCOption,
     ) -> Result<TransferLeaderResponse<WardenRaft>, RPCError<WardenRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        self.rpc(Kind::TransferLeader, &req, &option).await
     }
 }

@@ -8,12 +8,20 @@ use warden_proto::{Id, Request};
 use warden_state::{Txn, TxnKind};
 
 /// Where a proposal came from, so that the replica owning the connection can answer it.
+/// The key survives restarts: `incarnation` is drawn at random when the process starts, so an
+/// entry proposed by an earlier process of the same node never reaches a connection of a
+/// later one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
     /// The node whose client sent it.
     pub node: u64,
-    /// That node's connection (ids are never reused while the process lives).
+    /// The process of that node.
+    pub incarnation: u64,
+    /// That process's connection (ids are never reused while the process lives).
     pub connection: u64,
+    /// The connection's count of writes sent, this one included: the replica checks that a
+    /// connection's writes are applied 1, 2, 3... and treats a gap as a lost write.
+    pub seq: u64,
     /// The request's xid, echoed in the reply.
     pub xid: i32,
 }
@@ -45,8 +53,11 @@ mod tag {
     pub const DELETE_CONTAINER: u8 = 4;
 }
 
-/// Version byte of the encoding below, first in every entry.
-const PROPOSAL_FORMAT: u8 = 1;
+/// Version byte of the encoding below, first in every entry. Version 1 (one-node servers)
+/// had no incarnation or sequence in the origin; its entries are still read, with both 0,
+/// which no live connection has.
+const PROPOSAL_FORMAT: u8 = 2;
+const PROPOSAL_FORMAT_V1: u8 = 1;
 
 impl Proposal {
     /// The entry's bytes: the request keeps ZooKeeper's own jute encoding, so the log holds
@@ -58,7 +69,9 @@ impl Proposal {
             Some(o) => {
                 w.write_bool(true);
                 w.write_i64(o.node as i64);
+                w.write_i64(o.incarnation as i64);
                 w.write_i64(o.connection as i64);
+                w.write_i64(o.seq as i64);
                 w.write_i32(o.xid);
             }
             None => w.write_bool(false),
@@ -93,16 +106,28 @@ impl Proposal {
     pub fn decode(bytes: &[u8]) -> Result<Proposal, DecodeError> {
         let mut r = Reader::new(bytes);
         let format = r.read_u8()?;
-        if format != PROPOSAL_FORMAT {
+        if format != PROPOSAL_FORMAT && format != PROPOSAL_FORMAT_V1 {
             return Err(DecodeError::InvalidValue {
                 field: "proposal format",
                 value: format.into(),
             });
         }
         let origin = if r.read_bool()? {
+            let node = r.read_i64()? as u64;
+            let (incarnation, connection, seq) = if format == PROPOSAL_FORMAT_V1 {
+                (0, r.read_i64()? as u64, 0)
+            } else {
+                (
+                    r.read_i64()? as u64,
+                    r.read_i64()? as u64,
+                    r.read_i64()? as u64,
+                )
+            };
             Some(Origin {
-                node: r.read_i64()? as u64,
-                connection: r.read_i64()? as u64,
+                node,
+                incarnation,
+                connection,
+                seq,
                 xid: r.read_i32()?,
             })
         } else {
@@ -208,16 +233,50 @@ pub struct PeerNode {
     pub client_addr: String,
 }
 
-openraft::declare_raft_types!(
-    /// Warden's openraft types. Every type that shapes the on-disk log is named here.
-    pub WardenRaft:
-        D = Proposal,
-        R = Applied,
-        NodeId = u64,
-        Node = PeerNode,
-        Term = u64,
-        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
-);
+/// What openraft calls when a proposal is done with: with the applied result, or with the
+/// reason it never entered the log (this server does not lead). A closure, so that each
+/// proposer decides what a failure means (close a local connection, tell a follower).
+pub struct Completion<T>(Box<dyn FnOnce(T) + Send>);
+
+impl<T> Completion<T> {
+    pub fn new(f: impl FnOnce(T) + Send + 'static) -> Completion<T> {
+        Completion(Box::new(f))
+    }
+}
+
+impl<T: Send + 'static> openraft::raft::responder::Responder<WardenRaft, T> for Completion<T> {
+    fn on_complete(self, result: T) {
+        (self.0)(result)
+    }
+}
+
+/// Warden's openraft types. Every type that shapes the on-disk log is named here. Written out
+/// rather than with `declare_raft_types!`, whose syntax cannot name a responder of our own.
+#[derive(Debug, Clone, Copy, Default, Eq, PartialEq, Ord, PartialOrd)]
+pub struct WardenRaft {}
+
+impl openraft::RaftTypeConfig for WardenRaft {
+    type D = Proposal;
+    type R = Applied;
+    type NodeId = u64;
+    type Node = PeerNode;
+    type Term = u64;
+    type LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>;
+    type Vote = openraft::impls::Vote<Self::LeaderId>;
+    type Payload = openraft::EntryPayload<Self::D, Self::NodeId, Self::Node>;
+    type Entry =
+        openraft::Entry<<Self::LeaderId as openraft::vote::RaftLeaderId>::Committed, Self::Payload>;
+    type Responder<T>
+        = Completion<T>
+    where
+        T: Send + 'static;
+    type Batch<T>
+        = openraft::impls::InlineBatch<T>
+    where
+        T: Send + 'static;
+    type AsyncRuntime = openraft::impls::TokioRuntime;
+    type ErrorSource = openraft::impls::BoxedErrorSource;
+}
 
 #[cfg(test)]
 mod tests {
@@ -244,7 +303,9 @@ mod tests {
         roundtrip(Proposal {
             origin: Some(Origin {
                 node: 1,
+                incarnation: 0x5eed,
                 connection: 7,
+                seq: 3,
                 xid: 42,
             }),
             txn: txn(TxnKind::Request(Request::Create(CreateRequest {
@@ -269,6 +330,28 @@ mod tests {
             origin: None,
             txn: txn(TxnKind::DeleteContainer { path: "/c".into() }),
         });
+    }
+
+    #[test]
+    fn entries_of_one_node_servers_are_still_read() {
+        // Format 1: origin = node, connection, xid; no incarnation or sequence.
+        let mut w = Writer::new();
+        w.write_u8(PROPOSAL_FORMAT_V1);
+        w.write_bool(true);
+        w.write_i64(1);
+        w.write_i64(7);
+        w.write_i32(42);
+        w.write_i64(0x1234);
+        w.write_i64(1_700_000_000_000);
+        w.write_vec(&Vec::<Id>::new(), |w, id| id.encode(w));
+        w.write_u8(tag::CLOSE_SESSION);
+        let p = Proposal::decode(&w.into_bytes()).unwrap();
+        let o = p.origin.unwrap();
+        assert_eq!(
+            (o.node, o.incarnation, o.connection, o.seq, o.xid),
+            (1, 0, 7, 0, 42)
+        );
+        assert_eq!(p.txn.kind, TxnKind::CloseSession);
     }
 
     #[test]

@@ -1,0 +1,77 @@
+//! The servers of a cluster talking to each other.
+//!
+//! - [`wire`]: the peer protocol's frames (bounded, checksummed, tagged with a Raft group)
+//!   and its handshake.
+//! - [`forward`]: followers' writes, session touches and read-index requests to the leader.
+//! - this module: the peer listener, which checks each peer at the handshake and hands its
+//!   channel to consensus (Raft's own messages) or to [`forward`].
+
+pub mod forward;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::server::Context;
+
+/// Accepts other members' connections on the quorum port until the server stops.
+pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a peer failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let identity = ctx.consensus.identity();
+            let (mut reader, mut writer) = wire::split(stream, identity.frame_bytes_max);
+            let members = &ctx.config.cluster.members;
+            let hello = wire::accept(
+                &mut reader,
+                &mut writer,
+                identity.me,
+                identity.cluster_id,
+                ctx.consensus.committed_index(),
+                |h| {
+                    if members.iter().any(|m| m.id == h.from)
+                        || ctx.consensus.peer_addr(h.from).is_some()
+                    {
+                        Ok(())
+                    } else {
+                        Err(format!("server {} is not a member of this cluster", h.from))
+                    }
+                },
+            )
+            .await;
+            let hello = match hello {
+                Ok(hello) => hello,
+                Err(e) => {
+                    tracing::warn!(%addr, "refused a peer: {e}");
+                    return;
+                }
+            };
+            let why = match hello.channel {
+                wire::Channel::Raft => ctx.consensus.serve_peer(hello.from, reader, writer).await,
+                wire::Channel::Forward => {
+                    forward::serve_follower(ctx.clone(), hello.from, reader, writer).await
+                }
+            };
+            match why {
+                wire::WireError::Closed | wire::WireError::Io(_) => {
+                    tracing::debug!(peer = hello.from, channel = ?hello.channel, "peer channel closed: {why}")
+                }
+                _ => tracing::warn!(
+                    peer = hello.from,
+                    channel = ?hello.channel,
+                    "peer channel closed: {why}"
+                ),
+            }
+        });
+    }
+}

@@ -1,0 +1,181 @@
+//! A member with an empty data directory: founding the cluster, or rejoining one that exists.
+//!
+//! Raft's safety rests on every voter remembering its votes and what it acknowledged. A member
+//! that lost its data directory (or had it replaced after damage) remembers neither: if it
+//! voted at once, it could help elect a leader that lacks a committed write it had itself
+//! acknowledged before. ZooKeeper does not guard against this; Warden does.
+//!
+//! At its first start a member cannot tell, from its own disk, whether the cluster is new or it
+//! is an old member whose data is gone. So it asks the other voters (their handshake carries
+//! their committed index) before it does anything:
+//!
+//! - if any has committed something, the cluster exists: this member does not found a new one,
+//!   it waits for the leader to replicate to it and it is **recovering**: it neither votes nor
+//!   stands for election until it has applied everything the others had committed when it
+//!   asked. A marker file in the data directory keeps that state across a crash;
+//! - if enough of them answer (with it, a quorum of the voters) and none has committed
+//!   anything, the cluster is new and it founds it with the configured voters, as every
+//!   member does;
+//! - otherwise it waits and asks again, saying so in its log.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use openraft::Raft;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::errors::{InitializeError, RaftError};
+
+use super::state_machine::StateMachine;
+use super::types::{PeerNode, WardenRaft};
+use super::{Identity, MemberAddr, peer_node};
+use crate::cluster::wire::{self, Channel, Hello};
+
+/// How often a member without a cluster asks the others again.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Whether this member is catching up after losing its data, and with what.
+pub struct Recovery {
+    marker: PathBuf,
+    /// The log index to apply before voting again; 0 when not recovering.
+    target: AtomicU64,
+}
+
+impl Recovery {
+    /// Reads the marker a recovery interrupted by a crash left.
+    pub fn open(data_dir: &Path) -> Arc<Recovery> {
+        let marker = data_dir.join("recovering");
+        let target = std::fs::read_to_string(&marker)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        Arc::new(Recovery {
+            marker,
+            target: AtomicU64::new(target),
+        })
+    }
+
+    pub fn recovering(&self) -> bool {
+        self.target.load(Ordering::Relaxed) != 0
+    }
+
+    fn begin(&self, target: u64) -> std::io::Result<()> {
+        let tmp = self.marker.with_extension("tmp");
+        std::fs::write(&tmp, format!("{target}\n"))?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &self.marker)?;
+        self.target.store(target, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn end(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(&self.marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.target.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Founds the cluster or starts recovering, as the other voters' answers say (module doc).
+pub async fn found_or_join(
+    raft: Raft<WardenRaft, StateMachine>,
+    identity: Identity,
+    members: Vec<MemberAddr>,
+    recovery: Arc<Recovery>,
+) {
+    let voters: Vec<&MemberAddr> = members.iter().filter(|m| m.voter).collect();
+    let me_voter = voters.iter().any(|m| m.id == identity.me);
+    let quorum = voters.len() / 2 + 1;
+    let mut said_waiting = false;
+    loop {
+        if raft.is_initialized().await.unwrap_or(true) {
+            return;
+        }
+        let mut answered = usize::from(me_voter);
+        let mut committed = 0u64;
+        for peer in members.iter().filter(|m| m.id != identity.me) {
+            let hello = Hello {
+                version: wire::PROTOCOL_VERSION,
+                cluster_id: identity.cluster_id,
+                from: identity.me,
+                to: peer.id,
+                channel: Channel::Raft,
+                committed: 0,
+            };
+            if let Ok((_, _, theirs)) = wire::dial(
+                &peer.peer_addr,
+                hello,
+                identity.frame_bytes_max,
+                wire::HANDSHAKE_TIMEOUT,
+            )
+            .await
+            {
+                committed = committed.max(theirs.committed);
+                answered += usize::from(peer.voter);
+            }
+        }
+        if committed > 0 {
+            tracing::warn!(
+                committed,
+                "this member's data directory is empty but the cluster exists: rejoining; it \
+                 will not vote until it has caught up with index {committed}"
+            );
+            if let Err(e) = recovery.begin(committed) {
+                tracing::error!(error = %e, "cannot write the recovery marker; exiting");
+                std::process::exit(1);
+            }
+            raft.runtime_config().elect(false);
+            return;
+        }
+        if me_voter && answered >= quorum {
+            let founders: std::collections::BTreeMap<u64, PeerNode> =
+                voters.iter().map(|m| (m.id, peer_node(m))).collect();
+            match raft.initialize(founders).await {
+                Ok(()) => tracing::info!(voters = voters.len(), "founded the cluster"),
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => tracing::warn!(error = %e, "could not found the cluster"),
+            }
+            return;
+        }
+        if !said_waiting {
+            said_waiting = true;
+            tracing::info!(
+                answered,
+                quorum,
+                "new data directory: waiting for a quorum of members to found the cluster, or \
+                 for one that already has data"
+            );
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Ends a recovery once this member has applied what the others had committed: from then on
+/// it votes and may stand for election again.
+pub async fn finish_recovery(raft: Raft<WardenRaft, StateMachine>, recovery: Arc<Recovery>) {
+    let mut metrics = raft.metrics();
+    loop {
+        let target = recovery.target.load(Ordering::Relaxed);
+        if target != 0 {
+            let applied = metrics
+                .borrow_watched()
+                .last_applied
+                .as_ref()
+                .map_or(0, |l| l.index);
+            if applied >= target {
+                if let Err(e) = recovery.end() {
+                    tracing::error!(error = %e, "cannot remove the recovery marker; exiting");
+                    std::process::exit(1);
+                }
+                raft.runtime_config().elect(true);
+                tracing::info!(applied, "caught up after rejoining: voting again");
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The session tracker: when each live session expires unless its client is heard from.
+//!
+//! Every server keeps one, but only the leader's decides: the leader expires sessions whose
+//! clients went silent, from the touches of its own connections and those the followers
+//! report (as ZooKeeper's learners report their sessions in every ping). A new leader gives
+//! every session a full timeout before it expires any, so no session dies of a silence it
+//! could not help (its server was down, or the leader changed).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// How long a proposed close may stay unapplied before the session counts as live again and
+/// may be proposed for expiry anew (the proposal was lost with a leader).
+const CLOSE_RETRY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+pub struct SessionTracker {
+    deadlines: HashMap<i64, (Instant, Duration)>,
+    /// Sessions whose closeSession is proposed and not yet applied, with when it was.
+    closing: HashMap<i64, Instant>,
+    /// Sessions touched by this server's clients since the last report to the leader.
+    touched: HashSet<i64>,
+}
+
+impl SessionTracker {
+    /// A client of this server was heard from.
+    pub fn touch(&mut self, session_id: i64, now: Instant) {
+        self.touched.insert(session_id);
+        self.touch_reported(session_id, now);
+    }
+
+    /// A follower reported that one of its clients was heard from.
+    pub fn touch_reported(&mut self, session_id: i64, now: Instant) {
+        if let Some((deadline, timeout)) = self.deadlines.get_mut(&session_id) {
+            *deadline = now + *timeout;
+        }
+    }
+
+    /// The sessions touched here since the last call, for the report to the leader.
+    pub fn take_touched(&mut self) -> Vec<i64> {
+        self.touched.drain().collect()
+    }
+
+    /// A session exists (created, or found at start or on a new leader) with this timeout.
+    pub fn set(&mut self, session_id: i64, timeout_ms: i32, now: Instant) {
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        self.deadlines.insert(session_id, (now + timeout, timeout));
+    }
+
+    pub fn remove(&mut self, session_id: i64) {
+        self.deadlines.remove(&session_id);
+        self.closing.remove(&session_id);
+        self.touched.remove(&session_id);
+    }
+
+    /// Whether a close of this session is on its way.
+    pub fn is_closing(&self, session_id: i64) -> bool {
+        self.closing.contains_key(&session_id)
+    }
+
+    /// Starts over from `sessions` with a full timeout each: at start and on taking over as
+    /// leader. Closes proposed by an earlier leader are forgotten (they may have been lost).
+    pub fn grant_full_timeouts(
+        &mut self,
+        sessions: impl Iterator<Item = (i64, i32)>,
+        now: Instant,
+    ) {
+        self.deadlines.clear();
+        self.closing.clear();
+        for (id, timeout_ms) in sessions {
+            self.set(id, timeout_ms, now);
+        }
+    }
+
+    /// Sessions whose deadline passed and whose close is not yet proposed (or was proposed
+    /// so long ago that it was lost); they are marked as closing.
+    pub fn take_expired(&mut self, now: Instant) -> Vec<i64> {
+        self.closing
+            .retain(|_, proposed| now.duration_since(*proposed) < CLOSE_RETRY);
+        let expired: Vec<i64> = self
+            .deadlines
+            .iter()
+            .filter(|(id, (deadline, _))| *deadline <= now && !self.closing.contains_key(id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &expired {
+            self.closing.insert(*id, now);
+        }
+        expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_touch_from_any_server_moves_the_deadline() {
+        let t0 = Instant::now();
+        let mut tracker = SessionTracker::default();
+        tracker.set(1, 1000, t0);
+        tracker.set(2, 1000, t0);
+        tracker.touch(1, t0 + Duration::from_millis(900));
+        tracker.touch_reported(2, t0 + Duration::from_millis(900));
+        assert!(
+            tracker
+                .take_expired(t0 + Duration::from_millis(1500))
+                .is_empty()
+        );
+        let mut expired = tracker.take_expired(t0 + Duration::from_millis(1900));
+        expired.sort();
+        assert_eq!(expired, vec![1, 2]);
+        assert_eq!(tracker.take_touched(), vec![1]);
+    }
+
+    #[test]
+    fn a_lost_close_is_proposed_again_and_a_new_leader_forgets_it() {
+        let t0 = Instant::now();
+        let mut tracker = SessionTracker::default();
+        tracker.set(1, 1000, t0);
+        let late = t0 + Duration::from_secs(2);
+        assert_eq!(tracker.take_expired(late), vec![1]);
+        assert!(tracker.is_closing(1));
+        assert!(tracker.take_expired(late).is_empty(), "proposed once");
+        assert_eq!(tracker.take_expired(late + CLOSE_RETRY), vec![1], "retried");
+        tracker.grant_full_timeouts([(1, 1000)].into_iter(), late);
+        assert!(!tracker.is_closing(1));
+        assert!(
+            tracker
+                .take_expired(late + Duration::from_millis(999))
+                .is_empty()
+        );
+    }
+}
