@@ -80,13 +80,16 @@ async fn connect_with(connector: zk::Connector, connect_string: &str) -> zk::Cli
         .unwrap_or_else(|error| panic!("connecting to {connect_string}: {error}"))
 }
 
-/// Creates `path`, `Ok(true)` if acknowledged; `Ok(false)` when the outcome is unknown (the
-/// connection was lost or the answer took longer than OPERATION_TIMEOUT).
+/// Creates `path`, `Ok(true)` if acknowledged; `Ok(false)` when the outcome is unknown: the
+/// connection was lost (zookeeper-client reports a reset socket under the request as a `Custom`
+/// error) or no answer came within OPERATION_TIMEOUT.
 async fn try_create(client: &zk::Client, path: &str) -> Result<bool, zk::Error> {
     let creating = client.create(path, path.as_bytes(), &persistent());
     match tokio::time::timeout(OPERATION_TIMEOUT, creating).await {
         Ok(Ok(_)) => Ok(true),
-        Err(_) | Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout)) => Ok(false),
+        Err(_) | Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_))) => {
+            Ok(false)
+        }
         Ok(Err(error)) => Err(error),
     }
 }
@@ -95,7 +98,9 @@ async fn try_create(client: &zk::Client, path: &str) -> Result<bool, zk::Error> 
 /// acknowledged.
 async fn create_many(client: &zk::Client, parent: &str, prefix: &str, count: usize) {
     const BATCH: usize = 100;
-    let paths: Vec<String> = (0..count).map(|i| format!("{parent}/{prefix}{i}")).collect();
+    let paths: Vec<String> = (0..count)
+        .map(|i| format!("{parent}/{prefix}{i}"))
+        .collect();
     for batch in paths.chunks(BATCH) {
         let creates = batch
             .iter()
@@ -119,7 +124,10 @@ async fn create_within(client: &zk::Client, path: &str, bound: Duration) -> Dura
             Ok(false) => {}
             Err(error) => panic!("create {path}: {error}"),
         }
-        assert!(started.elapsed() < bound, "no write acknowledged within {bound:?}");
+        assert!(
+            started.elapsed() < bound,
+            "no write acknowledged within {bound:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -216,63 +224,69 @@ fn spawn_writers(
 
 #[test]
 fn leader_kill9_loses_no_acknowledged_write() {
-    run("leader_kill9_loses_no_acknowledged_write", |system| async move {
-        const SESSIONS: usize = 6;
-        let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
-        let setup = connect(&cluster.connect_string()).await;
-        setup.create("/w", b"", &persistent()).await.unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let writers = spawn_writers(&cluster.connect_string(), SESSIONS, "/w", &stop);
-        tokio::time::sleep(Duration::from_secs(3)).await;
+    run(
+        "leader_kill9_loses_no_acknowledged_write",
+        |system| async move {
+            const SESSIONS: usize = 6;
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let setup = connect(&cluster.connect_string()).await;
+            setup.create("/w", b"", &persistent()).await.unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let writers = spawn_writers(&cluster.connect_string(), SESSIONS, "/w", &stop);
+            tokio::time::sleep(Duration::from_secs(3)).await;
 
-        let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
-        let killed_at = Instant::now();
-        cluster.kill9(leader);
-        eprintln!("killed the leader, server.{}", leader + 1);
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        blocking(|| cluster.restart(leader));
-        blocking(|| cluster.wait_until_serving(Serving::All, CATCH_UP_MAX));
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        stop.store(true, Ordering::Relaxed);
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            let killed_at = Instant::now();
+            cluster.kill9(leader);
+            eprintln!("killed the leader, server.{}", leader + 1);
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            blocking(|| cluster.restart(leader));
+            blocking(|| cluster.wait_until_serving(Serving::All, CATCH_UP_MAX));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            stop.store(true, Ordering::Relaxed);
 
-        let mut writes = Vec::new();
-        for writer in writers {
-            writes.extend(writer.await.unwrap());
-        }
-        let acknowledged: BTreeSet<String> = writes
-            .iter()
-            .filter(|w| w.acknowledged.is_some())
-            .map(|w| w.path.trim_start_matches("/w/").to_owned())
-            .collect();
-        let before = writes
-            .iter()
-            .filter(|w| w.acknowledged.is_some_and(|at| at < killed_at))
-            .count();
-        assert!(before > 0, "no write was acknowledged before the kill");
-        // Only writes issued after the kill: one in flight at the kill may have been committed
-        // by the old leader.
-        let first_after = writes
-            .iter()
-            .filter(|w| w.issued > killed_at)
-            .filter_map(|w| w.acknowledged)
-            .min()
-            .expect("a write issued after the kill was acknowledged");
-        let recovery = first_after - killed_at;
-        eprintln!(
-            "{system:?}: {} writes acknowledged ({before} before the kill), {} unknown; \
+            let mut writes = Vec::new();
+            for writer in writers {
+                writes.extend(writer.await.unwrap());
+            }
+            let acknowledged: BTreeSet<String> = writes
+                .iter()
+                .filter(|w| w.acknowledged.is_some())
+                .map(|w| w.path.trim_start_matches("/w/").to_owned())
+                .collect();
+            let before = writes
+                .iter()
+                .filter(|w| w.acknowledged.is_some_and(|at| at < killed_at))
+                .count();
+            assert!(before > 0, "no write was acknowledged before the kill");
+            // Only writes issued after the kill: one in flight at the kill may have been committed
+            // by the old leader.
+            let first_after = writes
+                .iter()
+                .filter(|w| w.issued > killed_at)
+                .filter_map(|w| w.acknowledged)
+                .min()
+                .expect("a write issued after the kill was acknowledged");
+            let recovery = first_after - killed_at;
+            eprintln!(
+                "{system:?}: {} writes acknowledged ({before} before the kill), {} unknown; \
              kill -9 of the leader to the first acknowledged write after it: {recovery:?}",
-            acknowledged.len(),
-            writes.len() - acknowledged.len()
-        );
-        assert!(recovery < RECOVERY_MAX, "writes resumed only after {recovery:?}");
+                acknowledged.len(),
+                writes.len() - acknowledged.len()
+            );
+            assert!(
+                recovery < RECOVERY_MAX,
+                "writes resumed only after {recovery:?}"
+            );
 
-        blocking(|| cluster.wait_until_converged(CATCH_UP_MAX));
-        let seen = assert_everywhere(&cluster, "/w", &acknowledged).await;
-        eprintln!(
-            "{} of the unknown writes are present",
-            seen.len() - acknowledged.len()
-        );
-    });
+            blocking(|| cluster.wait_until_converged(CATCH_UP_MAX));
+            let seen = assert_everywhere(&cluster, "/w", &acknowledged).await;
+            eprintln!(
+                "{} of the unknown writes are present",
+                seen.len() - acknowledged.len()
+            );
+        },
+    );
 }
 
 #[test]
@@ -326,7 +340,9 @@ fn sigstopped_leader_is_replaced() {
 
         cluster.sigstop(leader);
         let recovery = create_within(&client, "/stop/first", RECOVERY_MAX).await;
-        eprintln!("{system:?}: SIGSTOP of the leader to the first acknowledged write: {recovery:?}");
+        eprintln!(
+            "{system:?}: SIGSTOP of the leader to the first acknowledged write: {recovery:?}"
+        );
         let new_leader = blocking(|| cluster.wait_for_leader(RECOVERY_MAX));
         assert_ne!(new_leader, leader, "a frozen leader still leads");
         create_many(&client, "/stop", "during", 50).await;
@@ -344,12 +360,9 @@ fn sigstopped_leader_is_replaced() {
 fn minority_cannot_commit() {
     run("minority_cannot_commit", |system| async move {
         let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
-        let everywhere = connect(&cluster.connect_string()).await;
-        everywhere
-            .create("/m", b"", &persistent())
-            .await
-            .unwrap();
-        create_many(&everywhere, "/m", "before", 20).await;
+        let setup = connect(&cluster.connect_string()).await;
+        setup.create("/m", b"", &persistent()).await.unwrap();
+        create_many(&setup, "/m", "before", 20).await;
         let survivor = 0;
         let cut_off = connect(&cluster.member_connect_string(survivor)).await;
         cluster.kill9(1);
@@ -392,7 +405,10 @@ fn minority_cannot_commit() {
 
         blocking(|| cluster.restart(1));
         blocking(|| cluster.wait_until_serving(Serving::Quorum, CATCH_UP_MAX));
-        let recovery = create_within(&everywhere, "/m/after", RECOVERY_MAX).await;
+        // A new session: the outage outlasted 7/5 of the old ones' timeout, after which
+        // zookeeper-client stops reconnecting and calls its session expired.
+        let after = connect(&cluster.connect_string()).await;
+        let recovery = create_within(&after, "/m/after", RECOVERY_MAX).await;
         eprintln!("{system:?}: a write after the restart took {recovery:?}");
         let acknowledged: BTreeSet<String> = (0..20)
             .map(|i| format!("before{i}"))
@@ -452,44 +468,49 @@ fn session_resumes_on_another_server() {
 
 #[test]
 fn session_expires_while_its_server_is_down() {
-    run("session_expires_while_its_server_is_down", |system| async move {
-        let timeout = 4 * TICK;
-        let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
-        let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
-        // Neither the session's server nor the watcher's leads: the leader decides alone.
-        let [a, b] = cluster.followers_of(leader)[..] else {
-            panic!("two followers")
-        };
-        let watching = connect(&cluster.member_connect_string(b)).await;
-        let doomed = connect_with(
-            zk::Client::connector()
-                .with_session_timeout(timeout)
-                .with_detached(),
-            &cluster.member_connect_string(a),
-        )
-        .await;
-        assert_eq!(doomed.session_timeout(), timeout);
-        doomed.create("/doomed", b"", &ephemeral()).await.unwrap();
-        watching.sync("/").await.unwrap();
-        let (stat, watcher) = watching.check_and_watch_stat("/doomed").await.unwrap();
-        assert!(stat.is_some());
+    run(
+        "session_expires_while_its_server_is_down",
+        |system| async move {
+            let timeout = 4 * TICK;
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            // Neither the session's server nor the watcher's leads: the leader decides alone.
+            let [a, b] = cluster.followers_of(leader)[..] else {
+                panic!("two followers")
+            };
+            let watching = connect(&cluster.member_connect_string(b)).await;
+            let doomed = connect_with(
+                zk::Client::connector()
+                    .with_session_timeout(timeout)
+                    .with_detached(),
+                &cluster.member_connect_string(a),
+            )
+            .await;
+            assert_eq!(doomed.session_timeout(), timeout);
+            doomed.create("/doomed", b"", &ephemeral()).await.unwrap();
+            watching.sync("/").await.unwrap();
+            let (stat, watcher) = watching.check_and_watch_stat("/doomed").await.unwrap();
+            assert!(stat.is_some());
 
-        cluster.kill9(a);
-        let killed_at = Instant::now();
-        // Never reconnects anywhere, never closes.
-        drop(doomed);
-        let event = tokio::time::timeout(timeout + RECOVERY_MAX, watcher.changed())
-            .await
-            .expect("the ephemeral deleted within the bound");
-        let waited = killed_at.elapsed();
-        eprintln!("{system:?}: ephemeral of a {timeout:?} session deleted {waited:?} after its server's kill");
-        assert_eq!(event.event_type, zk::EventType::NodeDeleted);
-        assert_eq!(event.path, "/doomed");
-        // zookeeper-client pings every 3/20 of the timeout, so the session was heard from at most
-        // that long before the kill and cannot expire much sooner than its timeout after it.
-        assert!(waited >= timeout / 2, "expired after only {waited:?}");
-        assert!(watching.check_stat("/doomed").await.unwrap().is_none());
-    });
+            cluster.kill9(a);
+            let killed_at = Instant::now();
+            // Never reconnects anywhere, never closes.
+            drop(doomed);
+            let event = tokio::time::timeout(timeout + RECOVERY_MAX, watcher.changed())
+                .await
+                .expect("the ephemeral deleted within the bound");
+            let waited = killed_at.elapsed();
+            eprintln!(
+                "{system:?}: ephemeral of a {timeout:?} session deleted {waited:?} after its server's kill"
+            );
+            assert_eq!(event.event_type, zk::EventType::NodeDeleted);
+            assert_eq!(event.path, "/doomed");
+            // zookeeper-client pings every 3/20 of the timeout, so the session was heard from at most
+            // that long before the kill and cannot expire much sooner than its timeout after it.
+            assert!(waited >= timeout / 2, "expired after only {waited:?}");
+            assert!(watching.check_stat("/doomed").await.unwrap().is_none());
+        },
+    );
 }
 
 #[test]
@@ -578,7 +599,11 @@ fn observer_serves_and_forwards() {
         // Wait past syncLimit: losing an observer must never cost the quorum or the leader.
         tokio::time::sleep(3 * TICK).await;
         let modes = blocking(|| cluster.modes());
-        assert_eq!(modes[leader], Mode::Leader, "modes after the kill: {modes:?}");
+        assert_eq!(
+            modes[leader],
+            Mode::Leader,
+            "modes after the kill: {modes:?}"
+        );
         assert!(
             modes[..3].iter().all(|m| m.is_serving()),
             "modes after the kill: {modes:?}"

@@ -463,9 +463,7 @@ impl Cluster {
 
     /// Waits until there is exactly one leader and returns it.
     pub fn wait_for_leader(&mut self, timeout: Duration) -> usize {
-        self.wait_for_modes("a leader", timeout, |cluster, _| {
-            cluster.leader().is_some()
-        });
+        self.wait_for_modes("a leader", timeout, |cluster, _| cluster.leader().is_some());
         self.leader().expect("a leader")
     }
 

@@ -172,10 +172,7 @@ pub fn zookeeper_command(config: &Path, heap: &str, jvm_opts: &str) -> Command {
 /// `warden server --zoo-cfg config`, the binary cargo built for this test.
 pub fn warden_command(config: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
-    command
-        .arg("server")
-        .arg("--zoo-cfg")
-        .arg(config);
+    command.arg("server").arg("--zoo-cfg").arg(config);
     command
 }
 
