@@ -26,8 +26,8 @@ use zookeeper_client as zk;
 
 /// One ensemble at a time, whatever the test harness's thread count.
 static SERIAL: Mutex<()> = Mutex::new(());
-/// Every test's hard limit, checked whenever the test awaits; the blocking waits of the
-/// harness are bounded on their own.
+/// Every test's hard limit, checked whenever the test awaits; the harness's blocking waits end
+/// by the cluster's LIFETIME_MAX (90 s) anyway.
 const TEST_LIMIT: Duration = Duration::from_secs(100);
 /// How long one client operation may take before its outcome counts as unknown.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -368,12 +368,8 @@ fn minority_cannot_commit() {
         cluster.kill9(1);
         cluster.kill9(2);
 
-        let answer = blocking(|| {
-            support::warden::wait_for("the survivor to stop serving", RECOVERY_MAX, || {
-                cluster.members[survivor].mode() == Mode::NotServing
-            });
-            cluster.members[survivor].srvr().unwrap()
-        });
+        blocking(|| cluster.wait_until_mode(survivor, Mode::NotServing, RECOVERY_MAX));
+        let answer = blocking(|| cluster.members[survivor].srvr()).unwrap();
         assert_eq!(
             answer.trim(),
             "This ZooKeeper instance is not currently serving requests"

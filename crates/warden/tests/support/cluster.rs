@@ -25,6 +25,9 @@ pub const TICK: Duration = Duration::from_millis(1000);
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// ZooKeeper's heap per member; five of them must fit beside the build.
 const ZOOKEEPER_HEAP: &str = "256m";
+/// No wait of a cluster runs past this long after the cluster was made, whatever its own
+/// timeout: the blocking waits cannot be interrupted, so this is what keeps a test's time bounded.
+pub const LIFETIME_MAX: Duration = Duration::from_secs(90);
 /// How often the waits below poll `srvr`.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Lines of each member's log printed when a test fails.
@@ -204,6 +207,8 @@ pub struct Cluster {
     pub members: Vec<Member>,
     /// zoo.cfg lines every member gets after the common ones.
     extra_zoo_cfg: String,
+    /// LIFETIME_MAX after the cluster was made.
+    deadline: Instant,
 }
 
 impl Cluster {
@@ -257,6 +262,7 @@ impl Cluster {
             root,
             members,
             extra_zoo_cfg: extra_zoo_cfg.to_owned(),
+            deadline: Instant::now() + LIFETIME_MAX,
         };
         for member in &cluster.members {
             fs::create_dir_all(member.data_dir()).unwrap();
@@ -413,6 +419,11 @@ impl Cluster {
         }
     }
 
+    /// When a wait of `timeout` starting now must give up.
+    fn deadline_after(&self, timeout: Duration) -> Instant {
+        (Instant::now() + timeout).min(self.deadline)
+    }
+
     /// Polls `condition` (given every member's mode) until it holds, a member dies or `timeout`
     /// passes (then panics with `what` and every member's mode).
     fn wait_for_modes(
@@ -421,7 +432,7 @@ impl Cluster {
         timeout: Duration,
         mut condition: impl FnMut(&Cluster, &[Mode]) -> bool,
     ) {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.deadline_after(timeout);
         loop {
             self.check_alive();
             let modes = self.modes();
@@ -430,7 +441,8 @@ impl Cluster {
             }
             assert!(
                 Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {what}; modes {modes:?}"
+                "timed out waiting for {what} (limit {timeout:?}, or the cluster's \
+                 {LIFETIME_MAX:?}); modes {modes:?}"
             );
             std::thread::sleep(POLL_INTERVAL);
         }
@@ -456,6 +468,11 @@ impl Cluster {
         });
     }
 
+    pub fn wait_until_mode(&mut self, i: usize, mode: Mode, timeout: Duration) {
+        let what = format!("server.{} to be {mode:?}", self.members[i].id);
+        self.wait_for_modes(&what, timeout, |_, modes| modes[i] == mode);
+    }
+
     pub fn wait_until_member_serving(&mut self, i: usize, timeout: Duration) {
         let what = format!("server.{} to serve", self.members[i].id);
         self.wait_for_modes(&what, timeout, |_, modes| modes[i].is_serving());
@@ -469,7 +486,7 @@ impl Cluster {
 
     /// Waits until every running member serves and reports the same last zxid, and returns it.
     pub fn wait_until_converged(&mut self, timeout: Duration) -> i64 {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.deadline_after(timeout);
         self.wait_until_serving(Serving::All, timeout);
         loop {
             let zxids: Vec<Option<i64>> = self
@@ -485,7 +502,8 @@ impl Cluster {
             }
             assert!(
                 Instant::now() < deadline,
-                "members did not converge within {timeout:?}: zxids {zxids:x?}"
+                "members did not converge within {timeout:?} (or the cluster's \
+                 {LIFETIME_MAX:?}): zxids {zxids:x?}"
             );
             std::thread::sleep(POLL_INTERVAL);
         }
