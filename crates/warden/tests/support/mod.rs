@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod proxy;
 pub mod servers;
 pub mod warden;

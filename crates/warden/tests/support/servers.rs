@@ -59,9 +59,7 @@ impl ServerProcess {
 
     /// The last `lines` lines of the process's stdout and stderr.
     pub fn log_tail(&self, lines: usize) -> String {
-        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        log_tail(&self.log_path(), lines)
     }
 
     /// `Err` with the exit status if the process has exited.
@@ -117,7 +115,16 @@ impl Drop for ServerProcess {
     }
 }
 
-fn temp_dir(label: &str) -> PathBuf {
+/// The last `lines` lines of the file at `path` ("" if there is none).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let log = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A new directory `warden-<label>-<pid>-<nanos>` under the system's temporary directory, with
+/// an empty `data` directory inside.
+pub fn temp_dir(label: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -138,12 +145,10 @@ fn write_zoo_cfg(dir: &Path, port: u16, body: &str) -> PathBuf {
     path
 }
 
-/// Installs ZooKeeper 3.9.5 if needed (scripts/zookeeper/install.sh: java, mvn and Maven
-/// Central) and starts it on a free port from a zoo.cfg made of `zoo_cfg_body`, with
-/// `jvm_opts` as extra JVM flags. Does not wait for it to serve.
-pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
-    let root = repo_root();
-    let install = Command::new(root.join("scripts/zookeeper/install.sh"))
+/// Installs ZooKeeper 3.9.5 if it is not yet (scripts/zookeeper/install.sh: java, mvn and Maven
+/// Central).
+pub fn install_zookeeper() {
+    let install = Command::new(repo_root().join("scripts/zookeeper/install.sh"))
         .output()
         .expect("running install.sh");
     assert!(
@@ -151,19 +156,53 @@ pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
         "ZooKeeper 3.9.5 could not be installed (needs java and mvn, and Maven Central):\n{}",
         String::from_utf8_lossy(&install.stderr)
     );
+}
+
+/// ZooKeeper 3.9.5 from `config` (standalone or ensemble member, as its server.N lines say),
+/// with a heap of `heap` (e.g. "256m") and `jvm_opts` as extra JVM flags.
+pub fn zookeeper_command(config: &Path, heap: &str, jvm_opts: &str) -> Command {
+    let mut command = Command::new(repo_root().join("scripts/zookeeper/run.sh"));
+    command
+        .arg(config)
+        .env("ZK_HEAP", heap)
+        .env("ZK_JVM_OPTS", jvm_opts);
+    command
+}
+
+/// `warden server --zoo-cfg config`, the binary cargo built for this test.
+pub fn warden_command(config: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command.arg("server").arg("--zoo-cfg").arg(config);
+    command
+}
+
+/// Starts `command` with stdout and stderr appended to `log` (so a restart keeps the earlier
+/// lives' lines) and no stdin.
+pub fn spawn_logged(mut command: Command, log: &Path) -> Child {
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("opening the server log");
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("a second log handle"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {command:?}: {error}"))
+}
+
+/// Installs ZooKeeper 3.9.5 if needed and starts it on a free port from a zoo.cfg made of
+/// `zoo_cfg_body`, with `jvm_opts` as extra JVM flags. Does not wait for it to serve.
+pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
+    install_zookeeper();
     let dir = temp_dir("zookeeper");
     let port = free_port();
     let config = write_zoo_cfg(&dir, port, zoo_cfg_body);
-    let log = fs::File::create(dir.join("server.log")).unwrap();
-    let child = Command::new(root.join("scripts/zookeeper/run.sh"))
-        .arg(&config)
-        .env("ZK_HEAP", "512m")
-        .env("ZK_JVM_OPTS", jvm_opts)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("starting scripts/zookeeper/run.sh");
+    let child = spawn_logged(
+        zookeeper_command(&config, "512m", jvm_opts),
+        &dir.join("server.log"),
+    );
     ServerProcess {
         name: "ZooKeeper",
         child,
@@ -172,22 +211,13 @@ pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
     }
 }
 
-/// Starts `warden server --zoo-cfg` (the binary cargo built for this test) on a free port from a
-/// zoo.cfg made of `zoo_cfg_body`. Does not wait for it to serve.
+/// Starts `warden server --zoo-cfg` on a free port from a zoo.cfg made of `zoo_cfg_body`. Does
+/// not wait for it to serve.
 pub fn spawn_warden(zoo_cfg_body: &str) -> ServerProcess {
     let dir = temp_dir("warden");
     let port = free_port();
     let config = write_zoo_cfg(&dir, port, zoo_cfg_body);
-    let log = fs::File::create(dir.join("server.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("server")
-        .arg("--zoo-cfg")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("starting warden server");
+    let child = spawn_logged(warden_command(&config), &dir.join("server.log"));
     ServerProcess {
         name: "Warden",
         child,

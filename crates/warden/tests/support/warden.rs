@@ -6,10 +6,10 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::servers::free_port;
+use super::servers::{free_port, spawn_logged, warden_command};
 
 /// How long a server may take to accept connections after it starts.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -70,22 +70,9 @@ impl Warden {
     }
 
     fn spawn(&mut self) {
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("opening the log");
-        let child = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .arg("server")
-            .arg("--zoo-cfg")
-            .arg(self.cfg_path())
-            .env("WARDEN_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("starting warden server");
-        self.process = Some(child);
+        let mut command = warden_command(&self.cfg_path());
+        command.env("WARDEN_LOG", "info");
+        self.process = Some(spawn_logged(command, &self.log_path()));
         self.wait_until_serving();
     }
 

@@ -1,0 +1,550 @@
+//! Real multi-server ensembles on loopback for the cluster tests: Warden (`warden server
+//! --zoo-cfg`) or Apache ZooKeeper 3.9.5 (`scripts/zookeeper/run.sh`), each member started from
+//! the same zoo.cfg text, so one test runs unchanged against both systems. Every member has a
+//! directory of its own (zoo.cfg, data/myid, server.log) under one root. A member can be killed
+//! with SIGKILL, frozen with SIGSTOP, stopped with SIGTERM, restarted on the same data, or wiped.
+//! Every process is killed by pid when the cluster drops, panics included; on a panic the root is
+//! kept and its path, each member's state and log tail printed.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, ExitStatus};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::servers::{
+    free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir, warden_command,
+    zookeeper_command,
+};
+use super::warden::signal;
+
+/// tickTime of every cluster: session timeouts from 2 s, a silent peer dropped after syncLimit
+/// (2) ticks.
+pub const TICK: Duration = Duration::from_millis(1000);
+/// How long a whole ensemble may take to start and elect: JVMs on two shared cores are slow.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// ZooKeeper's heap per member; five of them must fit beside the build.
+const ZOOKEEPER_HEAP: &str = "256m";
+/// No wait of a cluster runs past this long after the cluster was made, whatever its own
+/// timeout: the blocking waits cannot be interrupted, so this is what keeps a test's time bounded.
+pub const LIFETIME_MAX: Duration = Duration::from_secs(90);
+/// How often the waits below poll `srvr`.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Lines of each member's log printed when a test fails.
+const LOG_TAIL_LINES: usize = 25;
+/// What ZooKeeper (and Warden) answers to a four-letter word while it has no quorum.
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    Warden,
+    ZooKeeper,
+}
+
+impl System {
+    /// The system the cluster tests run against, or `None` to skip them: WARDEN_CLUSTER_SYSTEM
+    /// (`zookeeper` or `warden`) when set; otherwise Warden, unless this build of Warden still
+    /// refuses multi-server configurations, in which case the tests say SKIP loudly and pass, so
+    /// that they start running the day clusters land.
+    pub fn for_tests() -> Option<System> {
+        static CHOSEN: OnceLock<Option<System>> = OnceLock::new();
+        *CHOSEN.get_or_init(|| match std::env::var("WARDEN_CLUSTER_SYSTEM").as_deref() {
+            Ok("zookeeper") => Some(System::ZooKeeper),
+            Ok("warden") => Some(System::Warden),
+            Ok(other) => panic!("WARDEN_CLUSTER_SYSTEM={other:?}: expected zookeeper or warden"),
+            Err(_) if warden_refuses_clusters() => {
+                eprintln!(
+                    "SKIP cluster tests: this Warden runs one-server ensembles only; set \
+                     WARDEN_CLUSTER_SYSTEM=zookeeper to run them against ZooKeeper 3.9.5"
+                );
+                None
+            }
+            Err(_) => Some(System::Warden),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            System::Warden => "Warden",
+            System::ZooKeeper => "ZooKeeper",
+        }
+    }
+}
+
+/// Starts one member of a three-member Warden configuration and looks for the refusal that
+/// builds without clusters log before they exit.
+fn warden_refuses_clusters() -> bool {
+    let mut probe = Cluster::configure(System::Warden, 3, 0, "");
+    probe.spawn(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let exited = probe.members[0]
+            .process
+            .as_mut()
+            .is_some_and(|child| child.try_wait().ok().flatten().is_some());
+        if exited || probe.members[0].srvr().is_some() {
+            break;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    let log = fs::read_to_string(probe.members[0].log_path()).unwrap_or_default();
+    log.contains("one-server ensembles only")
+}
+
+/// What a member's `srvr` says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Leader,
+    Follower,
+    Observer,
+    /// Up, but without a quorum (or still joining one).
+    NotServing,
+    /// Nothing answers: killed, frozen, or not listening yet.
+    Down,
+}
+
+impl Mode {
+    fn of(answer: Option<&str>) -> Mode {
+        let Some(answer) = answer else {
+            return Mode::Down;
+        };
+        if answer.contains(NOT_SERVING) {
+            return Mode::NotServing;
+        }
+        match answer.lines().find_map(|line| line.strip_prefix("Mode: ")) {
+            Some("leader") => Mode::Leader,
+            Some("follower") => Mode::Follower,
+            Some("observer") => Mode::Observer,
+            _ => Mode::Down,
+        }
+    }
+
+    pub fn is_serving(self) -> bool {
+        matches!(self, Mode::Leader | Mode::Follower | Mode::Observer)
+    }
+}
+
+/// One server of the ensemble: its server.N line and, while it runs, its process.
+pub struct Member {
+    /// The N of server.N and of its myid file.
+    pub id: usize,
+    pub observer: bool,
+    pub client_port: u16,
+    quorum_port: u16,
+    election_port: u16,
+    pub dir: PathBuf,
+    process: Option<Child>,
+}
+
+impl Member {
+    fn server_line(&self) -> String {
+        let role = if self.observer { ":observer" } else { "" };
+        format!(
+            "server.{}=127.0.0.1:{}:{}{role};127.0.0.1:{}",
+            self.id, self.quorum_port, self.election_port, self.client_port
+        )
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn cfg_path(&self) -> PathBuf {
+        self.dir.join("zoo.cfg")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.as_ref().expect("the member is running").id()
+    }
+
+    /// The whole `srvr` answer, `None` if nothing answers within srvr's timeouts.
+    pub fn srvr(&self) -> Option<String> {
+        srvr(self.client_port)
+    }
+
+    pub fn mode(&self) -> Mode {
+        Mode::of(self.srvr().as_deref())
+    }
+
+    /// The last zxid it applied, from the `Zxid: 0x...` line of `srvr` while it serves.
+    pub fn zxid(&self) -> Option<i64> {
+        let answer = self.srvr()?;
+        let hex = answer
+            .lines()
+            .find_map(|line| line.strip_prefix("Zxid: 0x"))?;
+        i64::from_str_radix(hex.trim(), 16).ok()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_path(), lines)
+    }
+}
+
+/// Which members `Cluster::wait_until_serving` waits for.
+#[derive(Clone, Copy, Debug)]
+pub enum Serving {
+    /// Every running member (a frozen one included, so freeze none when asking for this).
+    All,
+    /// A leader and a majority of the participants.
+    Quorum,
+}
+
+pub struct Cluster {
+    pub system: System,
+    root: PathBuf,
+    pub members: Vec<Member>,
+    /// zoo.cfg lines every member gets after the common ones.
+    extra_zoo_cfg: String,
+    /// LIFETIME_MAX after the cluster was made.
+    deadline: Instant,
+}
+
+impl Cluster {
+    /// Starts `participants` voting members and `observers` observers (ids 1.. in that order)
+    /// with `extra_zoo_cfg` lines added to each zoo.cfg, and waits until all of them serve.
+    pub fn start(
+        system: System,
+        participants: usize,
+        observers: usize,
+        extra_zoo_cfg: &str,
+    ) -> Cluster {
+        if system == System::ZooKeeper {
+            install_zookeeper();
+        }
+        let mut cluster = Cluster::configure(system, participants, observers, extra_zoo_cfg);
+        let started = Instant::now();
+        for i in 0..cluster.members.len() {
+            cluster.spawn(i);
+        }
+        cluster.wait_until_serving(Serving::All, START_TIMEOUT);
+        eprintln!(
+            "{} ensemble of {participants} + {observers} observer(s) serving after {:?} in {}",
+            system.name(),
+            started.elapsed(),
+            cluster.root.display()
+        );
+        cluster
+    }
+
+    /// Picks the ports and writes every member's zoo.cfg and myid; starts nothing.
+    fn configure(
+        system: System,
+        participants: usize,
+        observers: usize,
+        extra_zoo_cfg: &str,
+    ) -> Cluster {
+        let root = temp_dir(&format!("cluster-{}", system.name().to_lowercase()));
+        let members: Vec<Member> = (0..participants + observers)
+            .map(|i| Member {
+                id: i + 1,
+                observer: i >= participants,
+                client_port: free_port(),
+                quorum_port: free_port(),
+                election_port: free_port(),
+                dir: root.join(format!("server{}", i + 1)),
+                process: None,
+            })
+            .collect();
+        let cluster = Cluster {
+            system,
+            root,
+            members,
+            extra_zoo_cfg: extra_zoo_cfg.to_owned(),
+            deadline: Instant::now() + LIFETIME_MAX,
+        };
+        for member in &cluster.members {
+            fs::create_dir_all(member.data_dir()).unwrap();
+            fs::write(member.data_dir().join("myid"), format!("{}\n", member.id)).unwrap();
+            fs::write(member.cfg_path(), cluster.zoo_cfg(member)).unwrap();
+        }
+        cluster
+    }
+
+    /// The zoo.cfg of `member`: identical for both systems and, but for dataDir and clientPort,
+    /// for every member.
+    fn zoo_cfg(&self, member: &Member) -> String {
+        let mut cfg = format!(
+            "tickTime={}\ninitLimit=5\nsyncLimit=2\ndataDir={}\nclientPort={}\n\
+             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+            TICK.as_millis(),
+            member.data_dir().display(),
+            member.client_port
+        );
+        if self.members.len() == 1 {
+            // Otherwise ZooKeeper runs a lone server.1 as a standalone server.
+            cfg.push_str("standaloneEnabled=false\n");
+        }
+        for other in &self.members {
+            cfg.push_str(&other.server_line());
+            cfg.push('\n');
+        }
+        cfg.push_str(&self.extra_zoo_cfg);
+        cfg.push('\n');
+        cfg
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let member = &self.members[i];
+        assert!(!member.is_running(), "server.{} is running", member.id);
+        let command = match self.system {
+            System::ZooKeeper => zookeeper_command(&member.cfg_path(), ZOOKEEPER_HEAP, ""),
+            System::Warden => {
+                let mut command = warden_command(&member.cfg_path());
+                command.env("WARDEN_LOG", "info");
+                command
+            }
+        };
+        let child = spawn_logged(command, &member.log_path());
+        self.members[i].process = Some(child);
+    }
+
+    /// kill -9: no chance to flush, close sockets politely or say goodbye to the others.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Freezes the process: its sockets stay open but nothing answers.
+    pub fn sigstop(&self, i: usize) {
+        signal(self.members[i].pid(), "STOP");
+    }
+
+    pub fn sigcont(&self, i: usize) {
+        signal(self.members[i].pid(), "CONT");
+    }
+
+    /// SIGTERM, then waits (10 s at most) for the exit status.
+    pub fn terminate(&mut self, i: usize) -> ExitStatus {
+        let pid = self.members[i].pid();
+        signal(pid, "TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let child = self.members[i].process.as_mut().unwrap();
+            if let Some(status) = child.try_wait().expect("waiting for the member") {
+                self.members[i].process = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server.{} (pid {pid}) did not stop within 10 s of SIGTERM",
+                self.members[i].id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts a stopped member again on its own data directory and ports; does not wait.
+    pub fn restart(&mut self, i: usize) {
+        self.spawn(i);
+    }
+
+    /// Deletes everything a stopped member stored but its myid, as if its disk were replaced.
+    pub fn wipe(&mut self, i: usize) {
+        let member = &self.members[i];
+        assert!(!member.is_running(), "stop server.{} first", member.id);
+        for entry in fs::read_dir(member.data_dir()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|name| name == "myid") {
+                continue;
+            }
+            if path.is_dir() {
+                fs::remove_dir_all(&path).unwrap();
+            } else {
+                fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+
+    /// Every member, for a client free to move between them.
+    pub fn connect_string(&self) -> String {
+        let addresses: Vec<String> = self.members.iter().map(Member::address).collect();
+        addresses.join(",")
+    }
+
+    /// Member `i` only.
+    pub fn member_connect_string(&self, i: usize) -> String {
+        self.members[i].address()
+    }
+
+    pub fn modes(&self) -> Vec<Mode> {
+        self.members.iter().map(Member::mode).collect()
+    }
+
+    /// The member whose `srvr` says leader, if exactly one does.
+    pub fn leader(&self) -> Option<usize> {
+        let modes = self.modes();
+        let leaders: Vec<usize> = (0..modes.len())
+            .filter(|&i| modes[i] == Mode::Leader)
+            .collect();
+        match leaders[..] {
+            [leader] => Some(leader),
+            _ => None,
+        }
+    }
+
+    /// The running participants that are not `leader`.
+    pub fn followers_of(&self, leader: usize) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| i != leader && !self.members[i].observer && self.members[i].is_running())
+            .collect()
+    }
+
+    /// Panics with its log if a member that should be running has exited.
+    pub fn check_alive(&mut self) {
+        for member in &mut self.members {
+            if let Some(child) = member.process.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "server.{} (pid {}) exited: {status}\n{}",
+                    member.id,
+                    child.id(),
+                    member.log_tail(40)
+                );
+            }
+        }
+    }
+
+    /// When a wait of `timeout` starting now must give up.
+    fn deadline_after(&self, timeout: Duration) -> Instant {
+        (Instant::now() + timeout).min(self.deadline)
+    }
+
+    /// Polls `condition` (given every member's mode) until it holds, a member dies or `timeout`
+    /// passes (then panics with `what` and every member's mode).
+    fn wait_for_modes(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(&Cluster, &[Mode]) -> bool,
+    ) {
+        let deadline = self.deadline_after(timeout);
+        loop {
+            self.check_alive();
+            let modes = self.modes();
+            if condition(self, &modes) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what} (limit {timeout:?}, or the cluster's \
+                 {LIFETIME_MAX:?}); modes {modes:?}"
+            );
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    pub fn wait_until_serving(&mut self, which: Serving, timeout: Duration) {
+        let participants = self.members.iter().filter(|m| !m.observer).count();
+        self.wait_for_modes(&format!("{which:?} serving"), timeout, |cluster, modes| {
+            let leaders = modes.iter().filter(|&&m| m == Mode::Leader).count();
+            match which {
+                Serving::All => {
+                    leaders == 1
+                        && (0..modes.len())
+                            .all(|i| !cluster.members[i].is_running() || modes[i].is_serving())
+                }
+                Serving::Quorum => {
+                    let voting = (0..modes.len())
+                        .filter(|&i| !cluster.members[i].observer && modes[i].is_serving())
+                        .count();
+                    leaders == 1 && voting > participants / 2
+                }
+            }
+        });
+    }
+
+    pub fn wait_until_mode(&mut self, i: usize, mode: Mode, timeout: Duration) {
+        let what = format!("server.{} to be {mode:?}", self.members[i].id);
+        self.wait_for_modes(&what, timeout, |_, modes| modes[i] == mode);
+    }
+
+    pub fn wait_until_member_serving(&mut self, i: usize, timeout: Duration) {
+        let what = format!("server.{} to serve", self.members[i].id);
+        self.wait_for_modes(&what, timeout, |_, modes| modes[i].is_serving());
+    }
+
+    /// Waits until there is exactly one leader and returns it.
+    pub fn wait_for_leader(&mut self, timeout: Duration) -> usize {
+        self.wait_for_modes("a leader", timeout, |cluster, _| cluster.leader().is_some());
+        self.leader().expect("a leader")
+    }
+
+    /// Waits until every running member serves and reports the same last zxid, and returns it.
+    pub fn wait_until_converged(&mut self, timeout: Duration) -> i64 {
+        let deadline = self.deadline_after(timeout);
+        self.wait_until_serving(Serving::All, timeout);
+        loop {
+            let zxids: Vec<Option<i64>> = self
+                .members
+                .iter()
+                .filter(|m| m.is_running())
+                .map(Member::zxid)
+                .collect();
+            if let Some(Some(first)) = zxids.first()
+                && zxids.iter().all(|z| *z == Some(*first))
+            {
+                return *first;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "members did not converge within {timeout:?} (or the cluster's \
+                 {LIFETIME_MAX:?}): zxids {zxids:x?}"
+            );
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Every member's id, mode and zxid, for messages.
+    pub fn describe(&self) -> String {
+        let states: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| {
+                let zxid = m.zxid().map(|z| format!("{z:#x}")).unwrap_or("-".into());
+                format!("server.{} {:?} zxid {zxid}", m.id, m.mode())
+            })
+            .collect();
+        states.join("; ")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            // SIGKILL ends a SIGSTOPped process too.
+            self.kill9(i);
+        }
+        if std::thread::panicking() {
+            for member in &self.members {
+                eprintln!(
+                    "--- server.{} log tail ({}):\n{}",
+                    member.id,
+                    member.log_path().display(),
+                    member.log_tail(LOG_TAIL_LINES)
+                );
+            }
+            eprintln!(
+                "{} ensemble killed; configs, data and logs are kept in {}",
+                self.system.name(),
+                self.root.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.root);
+        }
+    }
+}
