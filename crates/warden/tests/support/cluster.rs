@@ -9,7 +9,6 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::servers::{
@@ -42,25 +41,14 @@ pub enum System {
 }
 
 impl System {
-    /// The system the cluster tests run against, or `None` to skip them: WARDEN_CLUSTER_SYSTEM
-    /// (`zookeeper` or `warden`) when set; otherwise Warden, unless this build of Warden still
-    /// refuses multi-server configurations, in which case the tests say SKIP loudly and pass, so
-    /// that they start running the day clusters land.
-    pub fn for_tests() -> Option<System> {
-        static CHOSEN: OnceLock<Option<System>> = OnceLock::new();
-        *CHOSEN.get_or_init(|| match std::env::var("WARDEN_CLUSTER_SYSTEM").as_deref() {
-            Ok("zookeeper") => Some(System::ZooKeeper),
-            Ok("warden") => Some(System::Warden),
+    /// The system the cluster tests run against: WARDEN_CLUSTER_SYSTEM (`zookeeper` or
+    /// `warden`), Warden when unset.
+    pub fn for_tests() -> System {
+        match std::env::var("WARDEN_CLUSTER_SYSTEM").as_deref() {
+            Ok("zookeeper") => System::ZooKeeper,
+            Ok("warden") | Err(_) => System::Warden,
             Ok(other) => panic!("WARDEN_CLUSTER_SYSTEM={other:?}: expected zookeeper or warden"),
-            Err(_) if warden_refuses_clusters() => {
-                eprintln!(
-                    "SKIP cluster tests: this Warden runs one-server ensembles only; set \
-                     WARDEN_CLUSTER_SYSTEM=zookeeper to run them against ZooKeeper 3.9.5"
-                );
-                None
-            }
-            Err(_) => Some(System::Warden),
-        })
+        }
     }
 
     fn name(self) -> &'static str {
@@ -71,25 +59,6 @@ impl System {
     }
 }
 
-/// Starts one member of a three-member Warden configuration and looks for the refusal that
-/// builds without clusters log before they exit.
-fn warden_refuses_clusters() -> bool {
-    let mut probe = Cluster::configure(System::Warden, 3, 0, "");
-    probe.spawn(0);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let exited = probe.members[0]
-            .process
-            .as_mut()
-            .is_some_and(|child| child.try_wait().ok().flatten().is_some());
-        if exited || probe.members[0].srvr().is_some() {
-            break;
-        }
-        std::thread::sleep(POLL_INTERVAL);
-    }
-    let log = fs::read_to_string(probe.members[0].log_path()).unwrap_or_default();
-    log.contains("one-server ensembles only")
-}
 
 /// What a member's `srvr` says about it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
