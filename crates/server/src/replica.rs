@@ -572,7 +572,7 @@ impl Replica {
                 }
                 self.session_closed(txn.session_id);
             }
-            TxnKind::Request(_) => {
+            TxnKind::Request(_) | TxnKind::Reconfigured { .. } | TxnKind::Refused { .. } => {
                 if let Some((connection, xid)) = local {
                     self.write_applied(connection, xid, &outcome);
                 }

@@ -93,6 +93,8 @@ impl State {
             } => self.create_session(time, *timeout_ms, password, &mut out),
             TxnKind::CloseSession => self.close_session(txn.session_id, &mut out),
             TxnKind::DeleteContainer { path } => self.delete_container(path, time, &mut out),
+            TxnKind::Reconfigured { members } => self.reconfigured(members, time, &mut out),
+            TxnKind::Refused { err } => out.err = *err,
             TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
                 out.err = ErrorCode::SESSION_EXPIRED;
             }
@@ -110,6 +112,24 @@ impl State {
             }
         }
         out
+    }
+
+    /// Writes the new membership into /zookeeper/config, as ZooKeeper's leader does when a
+    /// reconfiguration commits; watchers of the node are told.
+    fn reconfigured(&mut self, members: &str, time: i64, out: &mut Outcome) {
+        let data = format!("{members}version={:x}", out.zxid).into_bytes();
+        let change = Change::SetData {
+            path: crate::system::CONFIG.to_owned(),
+            data: Some(data.clone()),
+        };
+        let (_, answer) = self.commit(change, time, out);
+        let Response::Stat(stat) = answer else {
+            unreachable!("setData answers a Stat")
+        };
+        out.body = Response::GetData {
+            data: Some(data),
+            stat,
+        };
     }
 
     fn caller<'a>(&self, txn: &'a Txn) -> Caller<'a> {

@@ -26,6 +26,14 @@ pub enum TxnKind {
     Request(Request),
     /// The leader's cleanup of an empty container or an expired TTL node.
     DeleteContainer { path: String },
+    /// The leader changed the cluster's membership (a client's reconfig, or its own
+    /// reconciliation): `members` is the new membership in ZooKeeper's dynamic-config text, one
+    /// `server.N=...` line each; /zookeeper/config gets it with a `version=` line (the zxid of
+    /// this transaction, in hex), and a client that asked gets the new config and its Stat.
+    Reconfigured { members: String },
+    /// A write the leader refused before the state machine saw it (a reconfig that could not be
+    /// carried out): it takes a zxid and answers `err`, as ZooKeeper's error transactions do.
+    Refused { err: ErrorCode },
 }
 
 /// A change a client may be watching: the event type, the path it happened at, and the ACL of

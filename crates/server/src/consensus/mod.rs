@@ -167,6 +167,10 @@ fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
         election_timeout_min: heartbeat * 5,
         election_timeout_max: heartbeat * 10,
         enable_pre_vote: Some(true),
+        // A member whose data directory was lost comes back with an empty log; the leader
+        // must start its replication over instead of treating that as a bug. Its votes are
+        // withheld until it has caught up (`rejoin`), which is what keeps this safe.
+        allow_log_reversion: Some(true),
         install_snapshot_timeout: 10_000,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_interval_txns),
         max_in_snapshot_log_to_keep: options.snapshot_interval_txns,
@@ -442,29 +446,34 @@ impl Consensus {
     }
 
     /// Adds the configured observers that the membership lacks, as learners. Called by a
-    /// new leader; a learner that cannot be reached yet does not block anything.
+    /// new leader; a learner that cannot be reached yet does not block anything. A change
+    /// still under way (a new leader's first membership entry is not committed yet) is
+    /// waited out, for as long as this server leads.
     pub async fn reconcile_learners(&self, members: &[MemberAddr]) {
-        let known: Vec<u64> = {
-            let m = self
-                .raft
-                .metrics()
-                .borrow_watched()
-                .membership_config
-                .clone();
-            m.membership().nodes().map(|(id, _)| *id).collect()
-        };
-        for member in members
-            .iter()
-            .filter(|m| !m.voter && !known.contains(&m.id))
-        {
-            match self
-                .raft
-                .add_learner(member.id, peer_node(member), false)
-                .await
-            {
-                Ok(_) => tracing::info!(observer = member.id, "observer added to the membership"),
-                Err(e) => {
-                    tracing::warn!(observer = member.id, error = %e, "could not add observer")
+        for member in members.iter().filter(|m| !m.voter) {
+            loop {
+                let m = self.raft.metrics().borrow_watched().clone();
+                if m.current_leader != Some(self.identity.me)
+                    || m.membership_config
+                        .membership()
+                        .get_node(&member.id)
+                        .is_some()
+                {
+                    break;
+                }
+                match self
+                    .raft
+                    .add_learner(member.id, peer_node(member), false)
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(observer = member.id, "observer added to the membership");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(observer = member.id, error = %e, "observer not added yet");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
                 }
             }
         }

@@ -117,6 +117,11 @@ pub async fn found_or_join(
                 answered += usize::from(peer.voter);
             }
         }
+        if committed > 0 && !me_voter {
+            // An observer never votes: it only waits for the leader to add it.
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            continue;
+        }
         if committed > 0 {
             tracing::warn!(
                 committed,

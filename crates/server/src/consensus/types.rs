@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use warden_proto::jute::{DecodeError, Reader, Record, Writer};
-use warden_proto::{Id, Request};
+use warden_proto::{ErrorCode, Id, Request};
 use warden_state::{Txn, TxnKind};
 
 /// Where a proposal came from, so that the replica owning the connection can answer it.
@@ -40,6 +40,8 @@ impl fmt::Display for Proposal {
             TxnKind::CloseSession => "closeSession".to_owned(),
             TxnKind::Request(req) => format!("{:?}", req.op()),
             TxnKind::DeleteContainer { path } => format!("deleteContainer {path}"),
+            TxnKind::Reconfigured { .. } => "reconfigured".to_owned(),
+            TxnKind::Refused { err } => format!("refused {}", err.0),
         };
         write!(f, "{kind} session {:#x}", self.txn.session_id)
     }
@@ -51,6 +53,8 @@ mod tag {
     pub const CLOSE_SESSION: u8 = 2;
     pub const REQUEST: u8 = 3;
     pub const DELETE_CONTAINER: u8 = 4;
+    pub const RECONFIGURED: u8 = 5;
+    pub const REFUSED: u8 = 6;
 }
 
 /// Version byte of the encoding below, first in every entry. Version 1 (one-node servers)
@@ -98,6 +102,14 @@ impl Proposal {
             TxnKind::DeleteContainer { path } => {
                 w.write_u8(tag::DELETE_CONTAINER);
                 w.write_string(path);
+            }
+            TxnKind::Reconfigured { members } => {
+                w.write_u8(tag::RECONFIGURED);
+                w.write_string(members);
+            }
+            TxnKind::Refused { err } => {
+                w.write_u8(tag::REFUSED);
+                w.write_i32(err.0);
             }
         }
         w.into_bytes()
@@ -148,6 +160,12 @@ impl Proposal {
             }
             tag::DELETE_CONTAINER => TxnKind::DeleteContainer {
                 path: r.read_string()?,
+            },
+            tag::RECONFIGURED => TxnKind::Reconfigured {
+                members: r.read_string()?,
+            },
+            tag::REFUSED => TxnKind::Refused {
+                err: ErrorCode(r.read_i32()?),
             },
             other => {
                 return Err(DecodeError::InvalidValue {
@@ -329,6 +347,18 @@ mod tests {
         roundtrip(Proposal {
             origin: None,
             txn: txn(TxnKind::DeleteContainer { path: "/c".into() }),
+        });
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::Reconfigured {
+                members: "server.1=a:2888:3888:participant;0.0.0.0:2181\n".into(),
+            }),
+        });
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::Refused {
+                err: ErrorCode::NEW_CONFIG_NO_QUORUM,
+            }),
         });
     }
 

@@ -59,7 +59,6 @@ impl System {
     }
 }
 
-
 /// What a member's `srvr` says about it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
