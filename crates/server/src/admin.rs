@@ -63,7 +63,7 @@ pub fn mode(ctx: &Context) -> &'static str {
 
 fn render(ctx: &Context, word: &str) -> String {
     let needs_quorum = !matches!(word, "ruok" | "conf" | "envi" | "dirs" | "isro" | "rqld");
-    if needs_quorum && !ctx.consensus.serving() {
+    if needs_quorum && !ctx.serving() {
         return NOT_SERVING.to_owned();
     }
     match word {
@@ -99,7 +99,7 @@ fn render(ctx: &Context, word: &str) -> String {
                 s.snapshot_bytes, s.log_bytes
             )
         }
-        "isro" if ctx.consensus.serving() => "rw".to_owned(),
+        "isro" if ctx.serving() => "rw".to_owned(),
         "isro" => "null".to_owned(),
         "dump" => dump(ctx),
         "hash" => {
@@ -241,35 +241,31 @@ fn conf(ctx: &Context) -> String {
     )
 }
 
-/// The quorum part of `conf`, as ZooKeeper prints it for a member of an ensemble.
+/// The quorum part of `conf`, as ZooKeeper prints it for a member of an ensemble: this
+/// server's ports and role, then the membership in force (`/zookeeper/config`) with its
+/// version.
 fn membership(ctx: &Context) -> String {
     let c = &ctx.config.cluster;
     let Some(me) = c.me().filter(|_| !ctx.consensus.standalone()) else {
         return String::new();
     };
+    let (members, version) = crate::cluster::membership::current(ctx);
+    let (members, version) = if members.is_empty() {
+        (c.members.clone(), 0)
+    } else {
+        (members, version)
+    };
+    let observer = members
+        .iter()
+        .any(|m| m.id == me.id && m.role == crate::config::Role::Observer);
     let mut out = format!(
         "electionAlg=3\nelectionPort={}\nquorumPort={}\npeerType={}\nmembership: \n",
         me.election_port.map_or(-1, i32::from),
         me.peer_port,
-        u8::from(me.role == crate::config::Role::Observer),
+        u8::from(observer),
     );
-    for m in &c.members {
-        let role = match m.role {
-            crate::config::Role::Participant => "participant",
-            crate::config::Role::Observer => "observer",
-        };
-        let election = m.election_port.map(|p| format!(":{p}")).unwrap_or_default();
-        let client = m
-            .client
-            .as_ref()
-            .map(|h| format!(";{h}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "server.{}={}:{}{election}:{role}{client}",
-            m.id, m.host, m.peer_port
-        );
-    }
+    out.push_str(&crate::cluster::membership::render(&members));
+    let _ = writeln!(out, "version={version:x}");
     out
 }
 

@@ -125,6 +125,9 @@ pub struct Cluster {
     /// Largest frame a peer may send (a Raft append, a snapshot chunk, a forwarded write); a
     /// peer that sends a larger one is disconnected.
     pub peer_frame_bytes_max: u32,
+    /// Whether clients may change the membership with `reconfig` (ZooKeeper's
+    /// reconfigEnabled, off by default as there); off, reconfig answers ReconfigDisabled.
+    pub reconfig_enabled: bool,
 }
 
 impl Default for Cluster {
@@ -134,6 +137,7 @@ impl Default for Cluster {
             members: Vec::new(),
             forward_queue_max: 10_000,
             peer_frame_bytes_max: 64 << 20,
+            reconfig_enabled: false,
         }
     }
 }
@@ -501,6 +505,35 @@ impl Containers {
             ));
         }
         Ok(())
+    }
+}
+
+impl Member {
+    /// The member as ZooKeeper's dynamic configuration writes it (`/zookeeper/config`, `conf`):
+    /// `server.N=host:peerPort:electionPort:role;clientHost:clientPort`.
+    pub fn dynamic_config_line(&self) -> String {
+        let role = match self.role {
+            Role::Participant => "participant",
+            Role::Observer => "observer",
+        };
+        let election = self
+            .election_port
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default();
+        let client = self
+            .client
+            .as_ref()
+            .map(|c| format!(";{c}"))
+            .unwrap_or_default();
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        format!(
+            "server.{}={host}:{}{election}:{role}{client}",
+            self.id, self.peer_port
+        )
     }
 }
 

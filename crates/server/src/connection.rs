@@ -23,7 +23,8 @@ use warden_state::{Txn, TxnKind, acl};
 
 use crate::admin;
 use crate::cluster::forward::SYNC_APPLY_TIMEOUT;
-use crate::consensus::{Origin, Proposal, ReadIndexError};
+use crate::cluster::membership::{self, is_reconfig};
+use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
 use crate::outbound::{self, Out, OutboundQueue};
 use crate::replica::{Local, Resume};
 use crate::server::Context;
@@ -200,7 +201,7 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
     }
     // A server without a quorum closes a client's connection at once, as ZooKeeper does,
     // so that the client moves on to a server that can serve it.
-    if !ctx.consensus.serving() {
+    if !ctx.serving() {
         tracing::debug!(%peer, "refused a client: this server is not serving (no quorum)");
         return;
     }
@@ -513,13 +514,16 @@ impl Session {
         };
         if leader == me {
             let (failed_ctx, connection) = (ctx.clone(), self.connection);
-            ctx.consensus
-                .propose(proposal, move |e| {
-                    failed_ctx
-                        .replica()
-                        .write_failed(connection, &e.to_string())
-                })
-                .await;
+            let failed = move |e: ProposeError| {
+                failed_ctx
+                    .replica()
+                    .write_failed(connection, &e.to_string())
+            };
+            if is_reconfig(&proposal) && !ctx.consensus.standalone() {
+                membership::reconfig(ctx, proposal, failed).await;
+            } else {
+                ctx.consensus.propose(proposal, failed).await;
+            }
         } else if let Err(e) = ctx.forwarder.forward(ctx, leader, &proposal) {
             ctx.replica().write_failed(self.connection, &e.to_string());
         }

@@ -15,9 +15,9 @@ use tokio::task::JoinHandle;
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
 use crate::cluster::{self, forward::Forwarder};
-use crate::config::{Config, Role};
+use crate::config::Config;
 use crate::connection;
-use crate::consensus::{self, Consensus, Identity, MemberAddr, Proposal};
+use crate::consensus::{self, ClusterId, Consensus, Identity, MemberAddr, Proposal};
 use crate::replica::{Replica, now_ms};
 
 /// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
@@ -49,6 +49,21 @@ impl Context {
     /// The replica, locked. Held only for in-memory work, never across an await.
     pub fn replica(&self) -> MutexGuard<'_, Replica> {
         self.replica.lock().expect("replica lock poisoned")
+    }
+
+    /// Whether this server serves clients: consensus says so (docs/cluster.md), and in a
+    /// cluster, the membership is written in `/zookeeper/config` (the first leader writes it
+    /// moments after it is elected), so that no client ever finds it empty, as with ZooKeeper.
+    pub fn serving(&self) -> bool {
+        self.consensus.serving()
+            && (self.consensus.standalone()
+                || self
+                    .replica()
+                    .state()
+                    .tree()
+                    .get(warden_state::system::CONFIG)
+                    .and_then(|n| n.data().map(|d| !d.is_empty()))
+                    .unwrap_or(false))
     }
 
     pub fn next_connection_id(&self) -> u64 {
@@ -97,11 +112,6 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
-    #[error("cannot keep the cluster id in {path}: {source}")]
-    ClusterId {
-        path: String,
-        source: std::io::Error,
-    },
 }
 
 /// A started server. Dropping it does not stop it; call [`Server::shutdown`].
@@ -138,7 +148,7 @@ impl Server {
             ),
             None => None,
         };
-        let cluster_id = cluster_id(&config, &members)?;
+        let cluster_id = cluster_id(&config, &members);
         let state = State::new(StateConfig {
             ttl_enabled: config.extended_types_enabled,
         });
@@ -154,7 +164,7 @@ impl Server {
             consensus::Options {
                 identity: Identity {
                     me: node_id,
-                    cluster_id,
+                    cluster_id: ClusterId::new(cluster_id),
                     frame_bytes_max: config.cluster.peer_frame_bytes_max as usize,
                 },
                 data_dir: config.data_dir.clone(),
@@ -200,12 +210,12 @@ impl Server {
         if let Some(peer_listener) = peer_listener {
             let peer_addr = peer_listener.local_addr().ok();
             tasks.push(tokio::spawn(cluster::listen(ctx.clone(), peer_listener)));
-            tasks.push(tokio::spawn(follow_leadership(ctx.clone(), members)));
+            tasks.push(tokio::spawn(follow_leadership(ctx.clone())));
             tasks.push(tokio::spawn(report_sessions(ctx.clone())));
             tracing::info!(
                 ?peer_addr,
                 members = ctx.config.cluster.members.len(),
-                cluster_id = format_args!("{cluster_id:#x}"),
+                cluster_id = format_args!("{:#x}", ctx.consensus.identity().cluster_id.get()),
                 "listening for the other servers; serving clients once a leader is known"
             );
         }
@@ -290,29 +300,17 @@ fn member_addrs(config: &Config, client_addr: SocketAddr) -> Vec<MemberAddr> {
         .cluster
         .members
         .iter()
-        .map(|m| MemberAddr {
-            id: m.id,
-            peer_addr: format!("{}:{}", m.host, m.peer_port),
-            client_addr: m.client.as_ref().map(|c| c.to_string()).unwrap_or_default(),
-            voter: m.role == Role::Participant,
-        })
+        .map(cluster::membership::member_addr)
         .collect()
 }
 
 /// The cluster's identity, checked at every peer handshake so that servers of two clusters
-/// never talk. Derived from the voters of the first configuration (the same on every member
-/// started from the same zoo.cfg) and kept in the data directory from the first start on, so
-/// that later membership changes do not change it.
-fn cluster_id(config: &Config, members: &[MemberAddr]) -> Result<u64, StartError> {
-    let path = config.data_dir.join("cluster-id");
-    let io_err = |source| StartError::ClusterId {
-        path: path.display().to_string(),
-        source,
-    };
-    if let Ok(text) = std::fs::read_to_string(&path)
-        && let Ok(id) = u64::from_str_radix(text.trim(), 16)
-    {
-        return Ok(id);
+/// never talk: the one kept in the data directory, or for a new data directory a hash of the
+/// first configuration's voters (the same on every member started from the same zoo.cfg),
+/// kept once the member founds the cluster or adopts an existing cluster's (consensus::rejoin).
+fn cluster_id(config: &Config, members: &[MemberAddr]) -> u64 {
+    if let Some(id) = consensus::stored_cluster_id(&config.data_dir) {
+        return id;
     }
     let mut voters: Vec<String> = members
         .iter()
@@ -320,22 +318,15 @@ fn cluster_id(config: &Config, members: &[MemberAddr]) -> Result<u64, StartError
         .map(|m| format!("{}={}", m.id, m.peer_addr))
         .collect();
     voters.sort();
-    let id = xxhash_rust::xxh3::xxh3_64(voters.join(",").as_bytes());
-    std::fs::create_dir_all(&config.data_dir).map_err(io_err)?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, format!("{id:016x}\n")).map_err(io_err)?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err)?;
-    std::fs::rename(&tmp, &path).map_err(io_err)?;
-    Ok(id)
+    xxhash_rust::xxh3::xxh3_64(voters.join(",").as_bytes())
 }
 
 /// Follows leadership as it changes: a server that stops serving closes its clients'
 /// connections (so they move to a server that can serve them); when the leader changes,
 /// connections with writes in flight are closed (their outcome is unknowable here); a new
-/// leader gives every session a full timeout and adds missing observers.
-async fn follow_leadership(ctx: Arc<Context>, members: Vec<MemberAddr>) {
+/// leader gives every session a full timeout and makes the membership follow
+/// `/zookeeper/config`.
+async fn follow_leadership(ctx: Arc<Context>) {
     let me = ctx.consensus.node_id();
     let mut seen: (u64, Option<u64>) = (0, None);
     let mut serving = false;
@@ -353,15 +344,14 @@ async fn follow_leadership(ctx: Arc<Context>, members: Vec<MemberAddr>) {
                 Some(leader) if leader == me => {
                     tracing::info!(term = now.0, "this server leads");
                     ctx.replica().grant_full_timeouts(Instant::now());
-                    let (ctx, members) = (ctx.clone(), members.clone());
-                    tokio::spawn(async move { ctx.consensus.reconcile_learners(&members).await });
+                    tokio::spawn(cluster::membership::reconcile(ctx.clone()));
                 }
                 Some(leader) => tracing::info!(term = now.0, leader, "following a new leader"),
                 None => tracing::info!(term = now.0, "no leader"),
             }
         }
         seen = now;
-        let serving_now = ctx.consensus.serving();
+        let serving_now = ctx.serving();
         if serving_now != serving {
             serving = serving_now;
             if serving {

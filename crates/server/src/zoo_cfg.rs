@@ -265,10 +265,7 @@ impl<'a> Reader<'a> {
             "quorum.auth.learner.saslLoginContext"
             | "quorum.auth.server.saslLoginContext"
             | "quorum.auth.kerberos.servicePrincipal" => {}
-            "reconfigEnabled" => self.unsupported_if_true(
-                p,
-                "dynamic reconfiguration; reconfig requests are answered ReconfigDisabled",
-            )?,
+            "reconfigEnabled" => self.config.cluster.reconfig_enabled = self.boolean(p)?,
             "localSessionsEnabled" | "localSessionsUpgradingEnabled" => {
                 self.unsupported_if_true(p, "local sessions; every session is global")?;
             }
@@ -933,7 +930,7 @@ fn read_my_id(path: &Path) -> Result<Option<u64>, ConfigError> {
 
 /// `host:peerPort:electionPort[:participant|observer][;[clientHost:]clientPort]`, as
 /// `QuorumPeer.QuorumServer` reads it. IPv6 hosts are written in brackets.
-fn parse_server_address(id: u64, text: &str) -> Result<Member, String> {
+pub(crate) fn parse_server_address(id: u64, text: &str) -> Result<Member, String> {
     const FORM: &str = "expected host:peerPort:electionPort[:participant|observer]\
                         [;[clientHost:]clientPort]";
     let mut halves = text.split(';');

@@ -441,4 +441,36 @@ mod tests {
         let back = crate::snapshot::decode(&crate::snapshot::encode(&state)).unwrap();
         assert_eq!(back.time_ms, 9_000, "the floor survives a snapshot");
     }
+
+    #[test]
+    fn a_reconfiguration_rewrites_the_config_node_with_its_zxid_as_version() {
+        let mut state = State::new(StateConfig::default());
+        let members = "server.1=a:2888:3888:participant;0.0.0.0:2181\n".to_owned();
+        let outcome = state.apply(&txn(0, 1, TxnKind::Reconfigured { members }));
+        let Response::GetData { data, stat } = outcome.body else {
+            panic!("reconfig answers the new config: {:?}", outcome.body);
+        };
+        let expected = format!(
+            "server.1=a:2888:3888:participant;0.0.0.0:2181\nversion={:x}",
+            outcome.zxid
+        );
+        assert_eq!(data.as_deref(), Some(expected.as_bytes()));
+        assert_eq!(stat.mzxid, outcome.zxid);
+        assert!(outcome.triggers.iter().any(|t| t.path == system::CONFIG));
+        let node = state.tree().get(system::CONFIG).unwrap();
+        assert_eq!(node.data(), Some(expected.as_bytes()));
+        let refused = state.apply(&txn(
+            0,
+            2,
+            TxnKind::Refused {
+                err: warden_proto::ErrorCode::NEW_CONFIG_NO_QUORUM,
+            },
+        ));
+        assert_eq!(refused.err, warden_proto::ErrorCode::NEW_CONFIG_NO_QUORUM);
+        assert_eq!(
+            refused.zxid,
+            outcome.zxid + 1,
+            "a refused write takes a zxid"
+        );
+    }
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use support::cluster::{Cluster, Mode, Serving, System, TICK};
+use support::cluster::{Cluster, Mode, SUPER_CREDENTIAL, Serving, System, TICK};
 use support::warden::{ephemeral, persistent};
 use zookeeper_client as zk;
 
@@ -608,4 +608,113 @@ fn observer_serves_and_forwards() {
         let seen = children_on(&cluster, observer, "/obs", false).await;
         assert_eq!(seen.len(), 51, "children of /obs on the restarted observer");
     });
+}
+
+/// A reconfig: `joining` entries and `leaving` ids, with an expected version.
+async fn reconfig(
+    client: &zk::Client,
+    joining: &[&str],
+    leaving: &[&str],
+    version: Option<i64>,
+) -> Result<String, zk::Error> {
+    let update = zk::EnsembleUpdate::Incremental {
+        joinings: joining.to_vec().into_iter(),
+        leavings: leaving.to_vec().into_iter(),
+    };
+    let answer = tokio::time::timeout(RECOVERY_MAX, client.update_ensemble(update, version))
+        .await
+        .expect("reconfig answered");
+    answer.map(|(data, _)| String::from_utf8(data).expect("the config is text"))
+}
+
+/// The `version=` of a dynamic configuration, as a zxid.
+fn config_version(config: &str) -> i64 {
+    let hex = config
+        .lines()
+        .find_map(|l| l.strip_prefix("version="))
+        .unwrap_or_else(|| panic!("no version line in {config:?}"));
+    i64::from_str_radix(hex, 16).unwrap()
+}
+
+#[test]
+fn reconfig_adds_and_removes_a_server_under_load() {
+    run(
+        "reconfig_adds_and_removes_a_server_under_load",
+        |system| async move {
+            let mut cluster =
+                blocking(|| Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true"));
+            let founders: Vec<String> = (0..3).map(|i| cluster.member_connect_string(i)).collect();
+            let founders = founders.join(",");
+            let plain = connect(&founders).await;
+            plain.create("/r", b"", &persistent()).await.unwrap();
+            let (config, _) = plain.get_config().await.unwrap();
+            let config = String::from_utf8(config).unwrap();
+            for i in 1..=3 {
+                assert!(config.contains(&format!("server.{i}=")), "{config}");
+            }
+            let version = config_version(&config);
+            let joining = cluster.members[3].server_line();
+            assert_eq!(
+                reconfig(&plain, &[&joining], &[], None).await,
+                Err(zk::Error::NoAuth),
+                "only the super user may reconfigure"
+            );
+            let admin = connect(&founders).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            assert_eq!(
+                reconfig(&admin, &[&joining], &[], Some(version + 1)).await,
+                Err(zk::Error::BadVersion),
+                "fromConfig must be the current version"
+            );
+
+            let stop = Arc::new(AtomicBool::new(false));
+            let writers = spawn_writers(&founders, 3, "/r", &stop);
+            blocking(|| cluster.start_spare(3));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let added = reconfig(&admin, &[&joining], &[], Some(version))
+                .await
+                .expect("server.4 added");
+            assert!(added.contains("server.4="), "{added}");
+            assert!(config_version(&added) > version);
+            blocking(|| cluster.wait_until_member_serving(3, CATCH_UP_MAX));
+
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let leaving = cluster
+                .followers_of(leader)
+                .into_iter()
+                .find(|&i| i < 3)
+                .expect("a founding follower");
+            let id = (leaving + 1).to_string();
+            let removed = reconfig(&admin, &[], &[&id], None)
+                .await
+                .expect("a follower removed");
+            assert!(!removed.contains(&format!("server.{id}=")), "{removed}");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            stop.store(true, Ordering::Relaxed);
+            let mut acknowledged = BTreeSet::new();
+            for writer in writers {
+                for w in writer.await.unwrap() {
+                    if w.acknowledged.is_some() {
+                        acknowledged.insert(w.path.trim_start_matches("/r/").to_owned());
+                    }
+                }
+            }
+            assert!(
+                !acknowledged.is_empty(),
+                "writes went on during the reconfigs"
+            );
+            cluster.kill9(leaving);
+            assert_everywhere(&cluster, "/r", &acknowledged).await;
+            let (config, _) = connect(&cluster.member_connect_string(3))
+                .await
+                .get_config()
+                .await
+                .unwrap();
+            assert_eq!(String::from_utf8(config).unwrap(), removed);
+            eprintln!(
+                "{system:?}: {} writes acknowledged across two reconfigs",
+                acknowledged.len()
+            );
+        },
+    );
 }

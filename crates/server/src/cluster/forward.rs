@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use warden_proto::jute::{Reader, Writer};
 
 use super::wire::{self, Channel, FrameReader, FrameWriter, GROUP_MAIN, Hello, Kind, WireError};
-use crate::consensus::{Origin, Proposal, ReadIndexError};
+use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
 use crate::server::Context;
 
 /// What a follower sends its leader.
@@ -155,10 +155,10 @@ fn next_request_id() -> u64 {
 /// One channel to a leader, until it breaks. Whatever was in flight on it is then lost: the
 /// connections waiting for it are closed.
 async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiver<Outgoing>) {
-    let identity = ctx.consensus.identity();
+    let identity = ctx.consensus.identity().clone();
     let hello = Hello {
         version: wire::PROTOCOL_VERSION,
-        cluster_id: identity.cluster_id,
+        cluster_id: identity.cluster_id.get(),
         from: identity.me,
         to: leader,
         channel: Channel::Forward,
@@ -325,15 +325,16 @@ pub async fn serve_follower(
                     break WireError::Handshake("a forwarded write of another server's".into());
                 };
                 let tx = tx.clone();
-                ctx.consensus
-                    .propose(proposal, move |e| {
-                        let _ = tx.send((
-                            Kind::ForwardFailed,
-                            0,
-                            encode_failure(&origin, &e.to_string()),
-                        ));
-                    })
-                    .await;
+                let failed = move |e: ProposeError| {
+                    let why = encode_failure(&origin, &e.to_string());
+                    let _ = tx.send((Kind::ForwardFailed, 0, why));
+                };
+                if super::membership::is_reconfig(&proposal) {
+                    // Awaited: this follower's later writes wait behind the reconfig.
+                    super::membership::reconfig(&ctx, proposal, failed).await;
+                } else {
+                    ctx.consensus.propose(proposal, failed).await;
+                }
             }
             Kind::Touch => {
                 let mut r = Reader::new(&frame.payload);

@@ -3,10 +3,12 @@
 //! - [`wire`]: the peer protocol's frames (bounded, checksummed, tagged with a Raft group)
 //!   and its handshake.
 //! - [`forward`]: followers' writes, session touches and read-index requests to the leader.
+//! - [`membership`]: reconfig, and Raft's membership kept equal to `/zookeeper/config`.
 //! - this module: the peer listener, which checks each peer at the handshake and hands its
 //!   channel to consensus (Raft's own messages) or to [`forward`].
 
 pub mod forward;
+pub mod membership;
 pub mod wire;
 
 use std::sync::Arc;
@@ -29,14 +31,14 @@ pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
         };
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let identity = ctx.consensus.identity();
+            let identity = ctx.consensus.identity().clone();
             let (mut reader, mut writer) = wire::split(stream, identity.frame_bytes_max);
             let members = &ctx.config.cluster.members;
             let hello = wire::accept(
                 &mut reader,
                 &mut writer,
                 identity.me,
-                identity.cluster_id,
+                identity.cluster_id.get(),
                 ctx.consensus.committed_index(),
                 |h| {
                     if members.iter().any(|m| m.id == h.from)
@@ -57,6 +59,8 @@ pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
                 }
             };
             let why = match hello.channel {
+                // The answering hello was all a probe wanted.
+                wire::Channel::Probe => return,
                 wire::Channel::Raft => ctx.consensus.serve_peer(hello.from, reader, writer).await,
                 wire::Channel::Forward => {
                     forward::serve_follower(ctx.clone(), hello.from, reader, writer).await

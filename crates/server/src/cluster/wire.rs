@@ -211,6 +211,9 @@ pub enum Channel {
     Raft = 1,
     /// A follower's forwarded writes, session touches and read-index requests to the leader.
     Forward = 2,
+    /// Only the handshake: a member with an empty data directory asks whether the cluster
+    /// exists, and its id (so the probe's own cluster id is not checked).
+    Probe = 3,
 }
 
 /// Who is on each end, as the handshake says it.
@@ -261,6 +264,7 @@ impl Hello {
         let channel = match r.read_u8().map_err(malformed)? {
             1 => Channel::Raft,
             2 => Channel::Forward,
+            3 => Channel::Probe,
             other => return Err(WireError::Handshake(format!("unknown channel {other}"))),
         };
         let committed = r.read_i64().map_err(malformed)? as u64;
@@ -308,7 +312,8 @@ pub async fn dial(
         match answer.kind {
             Kind::Hello => {
                 let theirs = Hello::decode(&answer.payload)?;
-                if theirs.from != hello.to || theirs.cluster_id != hello.cluster_id {
+                let probing = hello.channel == Channel::Probe;
+                if theirs.from != hello.to || (theirs.cluster_id != hello.cluster_id && !probing) {
                     return Err(WireError::Handshake(format!(
                         "{addr} answered as server {} of cluster {:#x}, expected server {} of \
                          cluster {:#x}",
@@ -353,7 +358,7 @@ pub async fn accept(
             "peer protocol version {} (this server speaks {PROTOCOL_VERSION})",
             theirs.version
         ))
-    } else if theirs.cluster_id != cluster_id {
+    } else if theirs.cluster_id != cluster_id && theirs.channel != Channel::Probe {
         Err(format!(
             "peer belongs to cluster {:#x}, this server to cluster {cluster_id:#x}",
             theirs.cluster_id

@@ -16,7 +16,7 @@ mod snapshot_store;
 mod state_machine;
 mod types;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,7 +27,8 @@ use openraft::errors::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::ReadPolicy;
 use openraft::{Instant as _, Raft, SnapshotPolicy};
 
-pub use network::Identity;
+pub use network::{ClusterId, Identity};
+pub use rejoin::stored_cluster_id;
 pub use types::{Origin, Proposal};
 
 use crate::cluster::wire::{FrameReader, FrameWriter, WireError};
@@ -102,6 +103,17 @@ pub enum ReadIndexError {
     Unconfirmed(String),
     #[error("this server did not catch up with the read index in time")]
     Lagging,
+}
+
+/// Why a membership change was not made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MembershipError {
+    #[error("another membership change is under way")]
+    InProgress,
+    #[error("this server does not lead")]
+    NotLeader,
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// A position in the log and its snapshots, for the admin commands.
@@ -207,7 +219,7 @@ impl Consensus {
             node_id,
             config,
             network::Network {
-                identity: options.identity,
+                identity: options.identity.clone(),
                 reachable: network::Reachability::default(),
                 committed: committed.clone(),
             },
@@ -236,10 +248,13 @@ impl Consensus {
                 // Observers join as learners once a leader exists (`reconcile_learners`).
                 tokio::spawn(rejoin::found_or_join(
                     raft.clone(),
-                    options.identity,
+                    options.identity.clone(),
                     options.members.clone(),
                     recovery.clone(),
+                    options.data_dir.clone(),
                 ));
+            } else {
+                rejoin::keep_cluster_id(&options.data_dir, options.identity.cluster_id.get());
             }
             tokio::spawn(rejoin::finish_recovery(raft.clone(), recovery.clone()));
             tokio::spawn(track_committed(raft.clone(), committed.clone()));
@@ -376,8 +391,8 @@ impl Consensus {
         self.recovery.recovering()
     }
 
-    pub fn identity(&self) -> Identity {
-        self.identity
+    pub fn identity(&self) -> &Identity {
+        &self.identity
     }
 
     /// A one-member cluster: no peers, always its own leader.
@@ -445,38 +460,91 @@ impl Consensus {
         }
     }
 
-    /// Adds the configured observers that the membership lacks, as learners. Called by a
-    /// new leader; a learner that cannot be reached yet does not block anything. A change
-    /// still under way (a new leader's first membership entry is not committed yet) is
-    /// waited out, for as long as this server leads.
-    pub async fn reconcile_learners(&self, members: &[MemberAddr]) {
-        for member in members.iter().filter(|m| !m.voter) {
-            loop {
-                let m = self.raft.metrics().borrow_watched().clone();
-                if m.current_leader != Some(self.identity.me)
-                    || m.membership_config
-                        .membership()
-                        .get_node(&member.id)
-                        .is_some()
-                {
-                    break;
-                }
-                match self
-                    .raft
-                    .add_learner(member.id, peer_node(member), false)
-                    .await
-                {
-                    Ok(_) => {
-                        tracing::info!(observer = member.id, "observer added to the membership");
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::debug!(observer = member.id, error = %e, "observer not added yet");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                }
-            }
+    /// Proposes like [`Consensus::propose`] and waits until the entry is applied here.
+    pub async fn propose_and_wait(&self, mut proposal: Proposal) -> Result<(), ProposeError> {
+        proposal.txn.time_ms = crate::replica::now_ms();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
+            let _ = tx.send(result.map(|_| ()).map_err(|e| match e {
+                ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader {
+                    leader: f.leader_id,
+                },
+                _ => ProposeError::Discarded,
+            }));
+        });
+        if self
+            .raft
+            .client_write_ff(proposal, Some(completion))
+            .await
+            .is_err()
+        {
+            return Err(ProposeError::Stopped);
         }
+        rx.await.unwrap_or(Err(ProposeError::Discarded))
+    }
+
+    /// The voters and the learners (observers) of the membership in force.
+    pub fn members(&self) -> (BTreeSet<u64>, BTreeSet<u64>) {
+        let m = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone();
+        let membership = m.membership();
+        (
+            membership.voter_ids().collect(),
+            membership.learner_ids().collect(),
+        )
+    }
+
+    /// Changes the membership to exactly `members` (voters and learners), in openraft's joint
+    /// consensus: new members are added as learners first, then the voters are replaced (the
+    /// old ones that stay on as observers kept as learners), then members that leave entirely
+    /// are removed. Returns once the change is committed.
+    pub async fn change_members(&self, members: &[MemberAddr]) -> Result<(), MembershipError> {
+        use openraft::ChangeMembers;
+        let failed = |e: RaftError<WardenRaft, ClientWriteError<WardenRaft>>| match e {
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                openraft::errors::ChangeMembershipError::InProgress(_),
+            )) => MembershipError::InProgress,
+            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => MembershipError::NotLeader,
+            other => MembershipError::Failed(other.to_string()),
+        };
+        let (voters, learners) = self.members();
+        let known: BTreeSet<u64> = voters.union(&learners).copied().collect();
+        let new_nodes: BTreeMap<u64, PeerNode> = members
+            .iter()
+            .filter(|m| !known.contains(&m.id))
+            .map(|m| (m.id, peer_node(m)))
+            .collect();
+        if !new_nodes.is_empty() {
+            self.raft
+                .change_membership(ChangeMembers::AddNodes(new_nodes), true)
+                .await
+                .map_err(failed)?;
+        }
+        let new_voters: BTreeSet<u64> = members.iter().filter(|m| m.voter).map(|m| m.id).collect();
+        if new_voters != voters {
+            self.raft
+                .change_membership(ChangeMembers::ReplaceAllVoters(new_voters), true)
+                .await
+                .map_err(failed)?;
+        }
+        let wanted: BTreeSet<u64> = members.iter().map(|m| m.id).collect();
+        let (voters, learners) = self.members();
+        let gone: BTreeSet<u64> = voters
+            .union(&learners)
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        if !gone.is_empty() {
+            self.raft
+                .change_membership(ChangeMembers::RemoveNodes(gone), true)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(())
     }
 
     /// Hands leadership to the most up-to-date other voter, if this server leads; used on
@@ -613,7 +681,7 @@ mod tests {
             Options {
                 identity: Identity {
                     me: 1,
-                    cluster_id: 7,
+                    cluster_id: ClusterId::new(7),
                     frame_bytes_max: 4 << 20,
                 },
                 data_dir: dir.to_path_buf(),

@@ -32,11 +32,30 @@ use crate::cluster::wire::{
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
 /// Who this server is on the peer network.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Identity {
     pub me: u64,
-    pub cluster_id: u64,
+    pub cluster_id: ClusterId,
     pub frame_bytes_max: usize,
+}
+
+/// The cluster's identity, checked at every handshake. Shared because a member that joins an
+/// existing cluster with an empty data directory adopts the cluster's id (`rejoin`).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterId(Arc<std::sync::atomic::AtomicU64>);
+
+impl ClusterId {
+    pub fn new(id: u64) -> ClusterId {
+        ClusterId(Arc::new(std::sync::atomic::AtomicU64::new(id)))
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set(&self, id: u64) {
+        self.0.store(id, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 pub struct Network {
@@ -96,7 +115,7 @@ impl RaftNetworkFactory<WardenRaft> for Network {
 
     async fn new_client(&mut self, target: u64, node: &PeerNode) -> Peer {
         Peer {
-            identity: self.identity,
+            identity: self.identity.clone(),
             reachable: self.reachable.clone(),
             committed: self.committed.clone(),
             target,
@@ -156,7 +175,7 @@ impl Peer {
         if self.conn.is_none() {
             let hello = Hello {
                 version: wire::PROTOCOL_VERSION,
-                cluster_id: self.identity.cluster_id,
+                cluster_id: self.identity.cluster_id.get(),
                 from: self.identity.me,
                 to: self.target,
                 channel: Channel::Raft,

@@ -32,6 +32,37 @@ use super::types::{PeerNode, WardenRaft};
 use super::{Identity, MemberAddr, peer_node};
 use crate::cluster::wire::{self, Channel, Hello};
 
+/// The file in the data directory that keeps the cluster's id.
+const CLUSTER_ID_FILE: &str = "cluster-id";
+
+/// The cluster id this data directory belongs to, if it belongs to one yet.
+pub fn stored_cluster_id(data_dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(data_dir.join(CLUSTER_ID_FILE)).ok()?;
+    u64::from_str_radix(text.trim(), 16).ok()
+}
+
+/// Keeps the cluster id durably (temporary file, fsync, rename).
+fn store_cluster_id(data_dir: &Path, id: u64) -> std::io::Result<()> {
+    let path = data_dir.join(CLUSTER_ID_FILE);
+    let tmp = path.with_extension("tmp");
+    std::fs::create_dir_all(data_dir)?;
+    std::fs::write(&tmp, format!("{id:016x}\n"))?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &path)
+}
+
+/// Keeps the cluster id, or stops the process: a member that cannot remember which cluster
+/// it belongs to must not take part in one.
+pub fn keep_cluster_id(data_dir: &Path, id: u64) {
+    if stored_cluster_id(data_dir) == Some(id) {
+        return;
+    }
+    if let Err(e) = store_cluster_id(data_dir, id) {
+        tracing::error!(error = %e, dir = %data_dir.display(), "cannot keep the cluster id; exiting");
+        std::process::exit(1);
+    }
+}
+
 /// How often a member without a cluster asks the others again.
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -85,6 +116,7 @@ pub async fn found_or_join(
     identity: Identity,
     members: Vec<MemberAddr>,
     recovery: Arc<Recovery>,
+    data_dir: PathBuf,
 ) {
     let voters: Vec<&MemberAddr> = members.iter().filter(|m| m.voter).collect();
     let me_voter = voters.iter().any(|m| m.id == identity.me);
@@ -96,13 +128,14 @@ pub async fn found_or_join(
         }
         let mut answered = usize::from(me_voter);
         let mut committed = 0u64;
+        let mut existing_cluster = None;
         for peer in members.iter().filter(|m| m.id != identity.me) {
             let hello = Hello {
                 version: wire::PROTOCOL_VERSION,
-                cluster_id: identity.cluster_id,
+                cluster_id: identity.cluster_id.get(),
                 from: identity.me,
                 to: peer.id,
-                channel: Channel::Raft,
+                channel: Channel::Probe,
                 committed: 0,
             };
             if let Ok((_, _, theirs)) = wire::dial(
@@ -113,9 +146,18 @@ pub async fn found_or_join(
             )
             .await
             {
-                committed = committed.max(theirs.committed);
+                if theirs.committed > committed {
+                    committed = theirs.committed;
+                    existing_cluster = Some(theirs.cluster_id);
+                }
                 answered += usize::from(peer.voter);
             }
+        }
+        if let Some(id) = existing_cluster {
+            // An existing cluster's id wins over the one this member derived from its own
+            // zoo.cfg (which differs when the membership changed since the cluster began).
+            identity.cluster_id.set(id);
+            keep_cluster_id(&data_dir, id);
         }
         if committed > 0 && !me_voter {
             // An observer never votes: it only waits for the leader to add it.
@@ -136,6 +178,7 @@ pub async fn found_or_join(
             return;
         }
         if me_voter && answered >= quorum {
+            keep_cluster_id(&data_dir, identity.cluster_id.get());
             let founders: std::collections::BTreeMap<u64, PeerNode> =
                 voters.iter().map(|m| (m.id, peer_node(m))).collect();
             match raft.initialize(founders).await {

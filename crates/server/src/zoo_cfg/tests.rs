@@ -159,17 +159,15 @@ fn go_zookeeper_harness_standalone() {
     assert!(config.four_letter_word_enabled("ruok"));
     assert!(config.four_letter_word_enabled("srvr"));
     assert_eq!(config.admin.listen, None);
-    assert_eq!(config.cluster, Cluster::default());
-    // The harness asks for reconfig, which Warden answers ReconfigDisabled.
-    let kinds: Vec<(&str, &WarningKind)> =
-        warnings.iter().map(|w| (w.key.as_str(), &w.kind)).collect();
-    assert!(
-        matches!(
-            kinds[..],
-            [("reconfigEnabled", WarningKind::Unsupported(_))]
-        ),
-        "{warnings:?}"
+    // The harness asks for reconfig.
+    assert_eq!(
+        config.cluster,
+        Cluster {
+            reconfig_enabled: true,
+            ..Cluster::default()
+        }
     );
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 #[test]
@@ -195,8 +193,8 @@ fn go_zookeeper_harness_three_servers() {
             (3, "127.0.0.1", 12007, Some(12008)),
         ]
     );
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert_eq!(warnings[0].key, "reconfigEnabled");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(config.cluster.reconfig_enabled);
 }
 
 #[test]
@@ -527,7 +525,6 @@ fn a_repeated_key_warns_and_the_last_value_wins() {
 fn settings_warden_does_not_honour_warn() {
     for line in [
         "forceSync=no",
-        "reconfigEnabled=true",
         "secureClientPort=2281",
         "readonlymode.enabled=true",
         "skipACL=yes",

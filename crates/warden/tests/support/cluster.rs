@@ -105,7 +105,8 @@ pub struct Member {
 }
 
 impl Member {
-    fn server_line(&self) -> String {
+    /// Its `server.N=...` entry, as zoo.cfg and reconfig take it.
+    pub fn server_line(&self) -> String {
         let role = if self.observer { ":observer" } else { "" };
         format!(
             "server.{}=127.0.0.1:{}:{}{role};127.0.0.1:{}",
@@ -169,12 +170,19 @@ pub enum Serving {
     Quorum,
 }
 
+/// The super user every member knows (`super:test`), for the tests that need one (reconfig).
+pub const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+pub const SUPER_CREDENTIAL: &[u8] = b"super:test";
+
 pub struct Cluster {
     pub system: System,
     root: PathBuf,
     pub members: Vec<Member>,
     /// zoo.cfg lines every member gets after the common ones.
     extra_zoo_cfg: String,
+    /// Members 1..=founders are the first configuration; the rest are spares, started later
+    /// with a zoo.cfg that names every member, for a reconfig to add.
+    founders: usize,
     /// LIFETIME_MAX after the cluster was made.
     deadline: Instant,
 }
@@ -188,12 +196,25 @@ impl Cluster {
         observers: usize,
         extra_zoo_cfg: &str,
     ) -> Cluster {
+        Cluster::start_with_spares(system, participants, observers, 0, extra_zoo_cfg)
+    }
+
+    /// Like [`Cluster::start`], with `spares` more participants configured but not started
+    /// and not in the first configuration (see [`Cluster::start_spare`]).
+    pub fn start_with_spares(
+        system: System,
+        participants: usize,
+        observers: usize,
+        spares: usize,
+        extra_zoo_cfg: &str,
+    ) -> Cluster {
         if system == System::ZooKeeper {
             install_zookeeper();
         }
-        let mut cluster = Cluster::configure(system, participants, observers, extra_zoo_cfg);
+        let mut cluster =
+            Cluster::configure(system, participants, observers, spares, extra_zoo_cfg);
         let started = Instant::now();
-        for i in 0..cluster.members.len() {
+        for i in 0..cluster.founders {
             cluster.spawn(i);
         }
         cluster.wait_until_serving(Serving::All, START_TIMEOUT);
@@ -211,13 +232,15 @@ impl Cluster {
         system: System,
         participants: usize,
         observers: usize,
+        spares: usize,
         extra_zoo_cfg: &str,
     ) -> Cluster {
         let root = temp_dir(&format!("cluster-{}", system.name().to_lowercase()));
-        let members: Vec<Member> = (0..participants + observers)
+        let founders = participants + observers;
+        let members: Vec<Member> = (0..founders + spares)
             .map(|i| Member {
                 id: i + 1,
-                observer: i >= participants,
+                observer: i >= participants && i < founders,
                 client_port: free_port(),
                 quorum_port: free_port(),
                 election_port: free_port(),
@@ -230,6 +253,7 @@ impl Cluster {
             root,
             members,
             extra_zoo_cfg: extra_zoo_cfg.to_owned(),
+            founders,
             deadline: Instant::now() + LIFETIME_MAX,
         };
         for member in &cluster.members {
@@ -254,10 +278,18 @@ impl Cluster {
             // Otherwise ZooKeeper runs a lone server.1 as a standalone server.
             cfg.push_str("standaloneEnabled=false\n");
         }
-        for other in &self.members {
+        let named = if member.id <= self.founders {
+            self.founders
+        } else {
+            self.members.len()
+        };
+        for other in &self.members[..named] {
             cfg.push_str(&other.server_line());
             cfg.push('\n');
         }
+        cfg.push_str(&format!(
+            "DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n"
+        ));
         cfg.push_str(&self.extra_zoo_cfg);
         cfg.push('\n');
         cfg
@@ -267,7 +299,11 @@ impl Cluster {
         let member = &self.members[i];
         assert!(!member.is_running(), "server.{} is running", member.id);
         let command = match self.system {
-            System::ZooKeeper => zookeeper_command(&member.cfg_path(), ZOOKEEPER_HEAP, ""),
+            System::ZooKeeper => zookeeper_command(
+                &member.cfg_path(),
+                ZOOKEEPER_HEAP,
+                &format!("-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"),
+            ),
             System::Warden => {
                 let mut command = warden_command(&member.cfg_path());
                 command.env("WARDEN_LOG", "info");
@@ -276,6 +312,12 @@ impl Cluster {
         };
         let child = spawn_logged(command, &member.log_path());
         self.members[i].process = Some(child);
+    }
+
+    /// Starts a spare member (one configured with `start_with_spares`).
+    pub fn start_spare(&mut self, i: usize) {
+        assert!(i >= self.founders, "server.{} is not a spare", i + 1);
+        self.spawn(i);
     }
 
     /// kill -9: no chance to flush, close sockets politely or say goodbye to the others.

@@ -1,0 +1,314 @@
+//! Dynamic reconfiguration: ZooKeeper's `reconfig` mapped onto Raft membership changes, and
+//! `/zookeeper/config` kept equal to the membership.
+//!
+//! `/zookeeper/config` holds the membership the cluster means to have, in ZooKeeper's text
+//! (`server.N=host:peerPort:electionPort:role;clientHost:clientPort` lines, then
+//! `version=<hex zxid>`); the leader makes Raft's membership follow it. A reconfig runs on the
+//! leader, in the order of its session's other writes:
+//!
+//! 1. checks: reconfig enabled, the caller may write `/zookeeper/config` (super user or its
+//!    ACL), `fromConfig` equals the current version, the request parses, the result differs
+//!    and has a voter, and a quorum of the new voters is in touch with the leader now;
+//! 2. the new members join (as learners, then as voters), members that leave stay for now;
+//! 3. the new configuration is written to `/zookeeper/config` through the log: that entry
+//!    answers the client, on its own server, in its session's order; every server that is
+//!    still a member applies it, so a client of a leaving server is answered too;
+//! 4. members that leave are removed.
+//!
+//! A failed check is answered through the log as well (a refused transaction, with the error
+//! code ZooKeeper gives), so replies keep their order. If the leader fails between 2 and 4, the
+//! next leader finds Raft's membership different from `/zookeeper/config` and finishes the
+//! change ([`reconcile`]); a new cluster's first leader writes its founding membership there.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use warden_proto::request::ReconfigRequest;
+use warden_proto::types::perms;
+use warden_proto::{ErrorCode, Id, Request};
+use warden_state::{TxnKind, acl, system};
+
+use crate::config::{Member, Role};
+use crate::consensus::{MemberAddr, MembershipError, Proposal, ProposeError};
+use crate::server::Context;
+use crate::zoo_cfg::parse_server_address;
+
+/// One reconfiguration at a time on this leader.
+static IN_PROGRESS: AtomicBool = AtomicBool::new(false);
+
+/// The membership in ZooKeeper's text, without the version line.
+pub fn render(members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| m.dynamic_config_line() + "\n")
+        .collect()
+}
+
+/// Reads `/zookeeper/config`'s text: the members and the version (-1 when there is none).
+pub fn parse(text: &str) -> Result<(Vec<Member>, i64), String> {
+    let mut members = Vec::new();
+    let mut version = -1;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(hex) = line.strip_prefix("version=") {
+            version = i64::from_str_radix(hex, 16).map_err(|_| format!("bad version {hex:?}"))?;
+        } else {
+            members.push(parse_entry(line)?);
+        }
+    }
+    Ok((members, version))
+}
+
+/// One `server.N=...` entry.
+fn parse_entry(entry: &str) -> Result<Member, String> {
+    let (key, value) = entry
+        .split_once('=')
+        .ok_or_else(|| format!("{entry:?} is not server.N=..."))?;
+    let id = key
+        .trim()
+        .strip_prefix("server.")
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| format!("{key:?} is not server.N"))?;
+    parse_server_address(id, value.trim())
+}
+
+/// Entries separated by commas (as zkCli and the Java client join them) or new lines.
+fn parse_list(text: &str) -> Result<Vec<Member>, String> {
+    text.split([',', '\n'])
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(parse_entry)
+        .collect()
+}
+
+/// The members a reconfig request asks for, from the current ones.
+fn requested(current: &[Member], r: &ReconfigRequest) -> Result<Vec<Member>, String> {
+    if let Some(new) = r.new_members.as_deref().filter(|n| !n.trim().is_empty()) {
+        return parse_list(new);
+    }
+    let mut members = current.to_vec();
+    if let Some(leaving) = r.leaving_servers.as_deref() {
+        for id in leaving.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let id: u64 = id
+                .parse()
+                .map_err(|_| format!("{id:?} is not a server id"))?;
+            if !members.iter().any(|m| m.id == id) {
+                return Err(format!("server {id} is not a member"));
+            }
+            members.retain(|m| m.id != id);
+        }
+    }
+    if let Some(joining) = r.joining_servers.as_deref() {
+        for member in parse_list(joining)? {
+            members.retain(|m| m.id != member.id);
+            members.push(member);
+        }
+    }
+    members.sort_by_key(|m| m.id);
+    Ok(members)
+}
+
+/// Whether a proposal is a client's reconfig, which the leader carries out itself.
+pub fn is_reconfig(proposal: &Proposal) -> bool {
+    matches!(proposal.txn.kind, TxnKind::Request(Request::Reconfig(_)))
+}
+
+/// How consensus names a member.
+pub fn member_addr(m: &Member) -> MemberAddr {
+    MemberAddr {
+        id: m.id,
+        peer_addr: format!("{}:{}", m.host, m.peer_port),
+        client_addr: m.client.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+        voter: m.role == Role::Participant,
+    }
+}
+
+/// `/zookeeper/config` as this server has it: members and version.
+pub fn current(ctx: &Context) -> (Vec<Member>, i64) {
+    let text = ctx
+        .replica()
+        .state()
+        .tree()
+        .get(system::CONFIG)
+        .and_then(|n| n.data().map(|d| String::from_utf8_lossy(d).into_owned()))
+        .unwrap_or_default();
+    parse(&text).unwrap_or_else(|e| {
+        tracing::error!("/zookeeper/config does not parse ({e}); treating it as empty");
+        (Vec::new(), -1)
+    })
+}
+
+/// Whether `auth` may reconfigure: the super user, or WRITE on `/zookeeper/config`.
+fn may_reconfigure(ctx: &Context, auth: &[Id]) -> bool {
+    let replica = ctx.replica();
+    let Some(node) = replica.state().tree().get(system::CONFIG) else {
+        return false;
+    };
+    acl::permits(&node.acl(), perms::WRITE, auth)
+}
+
+/// Carries out a client's reconfig on the leader (module doc) and answers it through the
+/// log. `proposal` is the client's write, with its origin; `failed` is told if the answer
+/// cannot enter the log (so the client's server closes its connection, as for any write).
+pub async fn reconfig(
+    ctx: &Arc<Context>,
+    mut proposal: Proposal,
+    failed: impl FnOnce(ProposeError) + Send + 'static,
+) {
+    let TxnKind::Request(Request::Reconfig(request)) = &proposal.txn.kind else {
+        unreachable!("only reconfig requests come here");
+    };
+    let request = request.clone();
+    let wanted = if IN_PROGRESS.swap(true, Ordering::AcqRel) {
+        Err(ErrorCode::RECONFIG_IN_PROGRESS)
+    } else {
+        let prepared = prepare(ctx, &request, &proposal.txn.auth).await;
+        if prepared.is_err() {
+            IN_PROGRESS.store(false, Ordering::Release);
+        }
+        prepared
+    };
+    // Step 3 (or the refusal): the entry that answers the client, applied by every member of
+    // either configuration.
+    proposal.txn.kind = match &wanted {
+        Ok(members) => TxnKind::Reconfigured {
+            members: render(members),
+        },
+        Err(err) => TxnKind::Refused { err: *err },
+    };
+    if let Err(e) = ctx.consensus.propose_and_wait(proposal).await {
+        failed(e);
+    }
+    let Ok(wanted) = wanted else {
+        return;
+    };
+    // Step 4; finished by `reconcile` if it fails now.
+    let final_members: Vec<MemberAddr> = wanted.iter().map(member_addr).collect();
+    if let Err(e) = ctx.consensus.change_members(&final_members).await {
+        tracing::warn!(error = %e, "reconfig: leaving members not removed yet");
+    }
+    IN_PROGRESS.store(false, Ordering::Release);
+    tokio::spawn(reconcile(ctx.clone()));
+}
+
+/// Steps 1 and 2 of the module doc: the checks, then the new members joined. Returns the
+/// members wanted, or the error code the client gets.
+async fn prepare(
+    ctx: &Arc<Context>,
+    request: &ReconfigRequest,
+    auth: &[Id],
+) -> Result<Vec<Member>, ErrorCode> {
+    if !ctx.config.cluster.reconfig_enabled || ctx.consensus.standalone() {
+        return Err(ErrorCode::RECONFIG_DISABLED);
+    }
+    if !may_reconfigure(ctx, auth) {
+        return Err(ErrorCode::NO_AUTH);
+    }
+    let (members, version) = current(ctx);
+    if request.cur_config_id != -1 && request.cur_config_id != version {
+        return Err(ErrorCode::BAD_VERSION);
+    }
+    let wanted = requested(&members, request).map_err(|why| {
+        tracing::info!("reconfig refused: {why}");
+        ErrorCode::BAD_ARGUMENTS
+    })?;
+    if wanted == members || !wanted.iter().any(|m| m.role == Role::Participant) {
+        tracing::info!("reconfig refused: no change, or no participant left");
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    // ZooKeeper's leader refuses a configuration whose quorum is not in touch with it now.
+    let status = ctx.consensus.status();
+    let me = ctx.consensus.node_id();
+    let voters: Vec<u64> = wanted
+        .iter()
+        .filter(|m| m.role == Role::Participant)
+        .map(|m| m.id)
+        .collect();
+    let in_touch = voters
+        .iter()
+        .filter(|id| **id == me || status.synced_followers.contains(id))
+        .count();
+    if in_touch < voters.len() / 2 + 1 {
+        return Err(ErrorCode::NEW_CONFIG_NO_QUORUM);
+    }
+    // Step 2: everyone of either configuration; the new voters vote, those that leave keep
+    // their role until step 4.
+    let mut during: Vec<MemberAddr> = wanted.iter().map(member_addr).collect();
+    for old in members
+        .iter()
+        .filter(|old| !wanted.iter().any(|m| m.id == old.id))
+    {
+        during.push(member_addr(old));
+    }
+    change(ctx, &during).await?;
+    Ok(wanted)
+}
+
+/// Applies a membership change, mapping its failure to ZooKeeper's error codes.
+async fn change(ctx: &Context, members: &[MemberAddr]) -> Result<(), ErrorCode> {
+    match ctx.consensus.change_members(members).await {
+        Ok(()) => Ok(()),
+        Err(MembershipError::InProgress) => Err(ErrorCode::RECONFIG_IN_PROGRESS),
+        Err(e) => {
+            tracing::warn!(error = %e, "reconfig: the membership change failed");
+            Err(ErrorCode::NEW_CONFIG_NO_QUORUM)
+        }
+    }
+}
+
+/// A new leader's duty, and after every reconfig: makes Raft's membership what
+/// `/zookeeper/config` says (writing the founding membership there first if it is empty),
+/// for as long as this server leads.
+pub async fn reconcile(ctx: Arc<Context>) {
+    while ctx.consensus.is_leader() {
+        let (members, _) = current(&ctx);
+        if members.is_empty() {
+            let founding = render(&ctx.config.cluster.members);
+            let write = own(TxnKind::Reconfigured { members: founding });
+            if let Err(e) = ctx.consensus.propose_and_wait(write).await {
+                tracing::debug!(error = %e, "founding membership not written yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            continue;
+        }
+        let wanted: Vec<MemberAddr> = members.iter().map(member_addr).collect();
+        let (voters, learners) = ctx.consensus.members();
+        let in_sync = wanted.len() == voters.len() + learners.len()
+            && wanted.iter().all(|m| {
+                if m.voter {
+                    voters.contains(&m.id)
+                } else {
+                    learners.contains(&m.id)
+                }
+            });
+        if in_sync {
+            return;
+        }
+        if IN_PROGRESS.swap(true, Ordering::AcqRel) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let changed = ctx.consensus.change_members(&wanted).await;
+        IN_PROGRESS.store(false, Ordering::Release);
+        match changed {
+            Ok(()) => tracing::info!("membership now follows /zookeeper/config"),
+            Err(e) => {
+                tracing::debug!(error = %e, "membership not reconciled yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// A transaction of the leader's own.
+fn own(kind: TxnKind) -> Proposal {
+    Proposal {
+        origin: None,
+        txn: warden_state::Txn {
+            session_id: 0,
+            time_ms: 0,
+            auth: Vec::new(),
+            kind,
+        },
+    }
+}
