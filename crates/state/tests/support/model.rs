@@ -225,6 +225,10 @@ impl Model {
                     Err(err) => (err, Response::Empty),
                 }
             }
+            TxnKind::Refused { err } => (*err, Response::Empty),
+            TxnKind::Reconfigured { .. } => {
+                unreachable!("the generated sequences change no membership")
+            }
             TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
                 (ErrorCode::SESSION_EXPIRED, Response::Empty)
             }
