@@ -618,8 +618,8 @@ async fn reconfig(
     version: Option<i64>,
 ) -> Result<String, zk::Error> {
     let update = zk::EnsembleUpdate::Incremental {
-        joinings: joining.to_vec().into_iter(),
-        leavings: leaving.to_vec().into_iter(),
+        joinings: joining.iter().copied(),
+        leavings: leaving.iter().copied(),
     };
     let answer = tokio::time::timeout(RECOVERY_MAX, client.update_ensemble(update, version))
         .await

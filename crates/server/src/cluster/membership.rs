@@ -144,7 +144,7 @@ fn may_reconfigure(ctx: &Context, auth: &[Id]) -> bool {
     let Some(node) = replica.state().tree().get(system::CONFIG) else {
         return false;
     };
-    acl::permits(&node.acl(), perms::WRITE, auth)
+    acl::permits(node.acl(), perms::WRITE, auth)
 }
 
 /// Carries out a client's reconfig on the leader (module doc) and answers it through the
