@@ -125,6 +125,9 @@ pub struct Cluster {
     /// Largest frame a peer may send (a Raft append, a snapshot chunk, a forwarded write); a
     /// peer that sends a larger one is disconnected.
     pub peer_frame_bytes_max: u32,
+    /// The largest snapshot this server accepts from a leader when it catches up; a larger
+    /// transfer is refused (the leader's log says why).
+    pub snapshot_bytes_max: u64,
     /// Whether clients may change the membership with `reconfig` (ZooKeeper's
     /// reconfigEnabled, off by default as there); off, reconfig answers ReconfigDisabled.
     pub reconfig_enabled: bool,
@@ -137,6 +140,7 @@ impl Default for Cluster {
             members: Vec::new(),
             forward_queue_max: 10_000,
             peer_frame_bytes_max: 64 << 20,
+            snapshot_bytes_max: 64 << 30,
             reconfig_enabled: false,
         }
     }
@@ -554,6 +558,9 @@ impl Cluster {
                 "cluster.peer_frame_bytes_max must be at least 2 MiB (a snapshot chunk is 1 MiB)"
                     .into(),
             );
+        }
+        if self.snapshot_bytes_max < 1 << 20 {
+            return invalid("cluster.snapshot_bytes_max must be at least 1 MiB".into());
         }
         for (i, member) in self.members.iter().enumerate() {
             if member.host.is_empty() {

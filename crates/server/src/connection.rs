@@ -321,6 +321,17 @@ impl Session {
                 .map_err(|_| Closed::ByServer)?;
             return Ok(());
         }
+        // The leader learns the session is here before the client is answered, so that no
+        // write it left behind on another server can be applied after the answer.
+        let valid = self
+            .ctx
+            .replica()
+            .state()
+            .session(request.session_id)
+            .is_some_and(|s| s.password == request.password);
+        if valid {
+            self.revalidate(request.session_id).await?;
+        }
         let resumed = self.ctx.replica().resume_session(
             self.connection,
             &request,
@@ -355,6 +366,32 @@ impl Session {
                 refused,
             },
         );
+    }
+
+    /// Tells the leader the session is attached here now (ZooKeeper's revalidation), so that
+    /// writes its client left behind on another server get SessionMoved.
+    async fn revalidate(&self, session_id: i64) -> Result<(), Closed> {
+        let ctx = &self.ctx;
+        if ctx.consensus.standalone() {
+            return Ok(());
+        }
+        let me = ctx.consensus.node_id();
+        match ctx.consensus.leader() {
+            Some(leader) if leader == me => {
+                ctx.replica().claim_session(session_id, me);
+                Ok(())
+            }
+            Some(leader) => {
+                let revalidating = ctx.forwarder.revalidate(ctx, leader, session_id);
+                match tokio::time::timeout(crate::cluster::wire::HANDSHAKE_TIMEOUT, revalidating)
+                    .await
+                {
+                    Ok(Ok(())) => Ok(()),
+                    _ => Err(Closed::LeaderChanged),
+                }
+            }
+            None => Err(Closed::NoLeader),
+        }
     }
 
     /// `sync`: once the session's earlier requests are answered, asks the leader for a read
@@ -513,6 +550,8 @@ impl Session {
             },
         };
         if leader == me {
+            let mut proposal = proposal;
+            crate::cluster::refuse_if_moved(ctx, &mut proposal, me);
             let (failed_ctx, connection) = (ctx.clone(), self.connection);
             let failed = move |e: ProposeError| {
                 failed_ctx

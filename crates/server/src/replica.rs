@@ -361,16 +361,26 @@ impl Replica {
         self.sessions.touch(session_id, now);
     }
 
-    /// A follower reported these sessions alive.
-    pub fn touch_reported(&mut self, sessions: &[i64], now: Instant) {
+    /// Server `from` reported these sessions alive.
+    pub fn touch_reported(&mut self, sessions: &[i64], from: u64, now: Instant) {
         for id in sessions {
-            self.sessions.touch_reported(*id, now);
+            self.sessions.touch_reported(*id, from, now);
         }
     }
 
     /// Sessions this server's clients touched since the last report to the leader.
     pub fn take_touched(&mut self) -> Vec<i64> {
         self.sessions.take_touched()
+    }
+
+    /// The session's client is now on `server` (the leader's record, for SessionMoved).
+    pub fn claim_session(&mut self, session_id: i64, server: u64) {
+        self.sessions.claim(session_id, server);
+    }
+
+    /// On the leader: whether a write of the session may come from `server`.
+    pub fn session_owned_by(&mut self, session_id: i64, server: u64) -> bool {
+        session_id == 0 || self.sessions.owned_by(session_id, server)
     }
 
     /// A write of this connection's is about to go to `leader`; local requests after it wait
@@ -557,6 +567,9 @@ impl Replica {
             TxnKind::CreateSession { timeout_ms, .. } => {
                 if let Some(id) = outcome.created_session {
                     self.sessions.set(id, *timeout_ms, now);
+                    if let Some(origin) = proposal.origin {
+                        self.sessions.claim(id, origin.node);
+                    }
                     if let Some((connection, _)) = local {
                         self.session_created(connection, id);
                     }
@@ -571,6 +584,16 @@ impl Replica {
                     }
                 }
                 self.session_closed(txn.session_id);
+            }
+            TxnKind::Refused { err } if *err == ErrorCode::SESSION_MOVED => {
+                // ZooKeeper tears the connection down rather than answer (ZOOKEEPER-710): the
+                // client has moved on, and this connection is a leftover.
+                if let Some((connection, _)) = local
+                    && let Some(client) = self.clients.get_mut(&connection)
+                {
+                    client.write_times.pop_front();
+                    client.out.close();
+                }
             }
             TxnKind::Request(_) | TxnKind::Reconfigured { .. } | TxnKind::Refused { .. } => {
                 if let Some((connection, xid)) = local {

@@ -175,6 +175,7 @@ impl Server {
                 snapshots_retained_count: config.purge.snapshots_retained_count,
                 tick_time_ms: config.tick_time_ms,
                 flush_wait: LOG_FLUSH_WAIT,
+                snapshot_bytes_max: config.cluster.snapshot_bytes_max,
             },
             replica.clone(),
         )

@@ -20,19 +20,26 @@ pub struct SessionTracker {
     closing: HashMap<i64, Instant>,
     /// Sessions touched by this server's clients since the last report to the leader.
     touched: HashSet<i64>,
+    /// The server each session's client is connected to, as the leader knows it: set when
+    /// the session is created or resumed, checked for every write (ZooKeeper's session owner).
+    owners: HashMap<i64, u64>,
 }
 
 impl SessionTracker {
     /// A client of this server was heard from.
     pub fn touch(&mut self, session_id: i64, now: Instant) {
         self.touched.insert(session_id);
-        self.touch_reported(session_id, now);
-    }
-
-    /// A follower reported that one of its clients was heard from.
-    pub fn touch_reported(&mut self, session_id: i64, now: Instant) {
         if let Some((deadline, timeout)) = self.deadlines.get_mut(&session_id) {
             *deadline = now + *timeout;
+        }
+    }
+
+    /// Server `from` reported that one of its clients was heard from. A new leader learns
+    /// the owners of sessions it has not seen a write of this way.
+    pub fn touch_reported(&mut self, session_id: i64, from: u64, now: Instant) {
+        if let Some((deadline, timeout)) = self.deadlines.get_mut(&session_id) {
+            *deadline = now + *timeout;
+            self.owners.entry(session_id).or_insert(from);
         }
     }
 
@@ -51,6 +58,20 @@ impl SessionTracker {
         self.deadlines.remove(&session_id);
         self.closing.remove(&session_id);
         self.touched.remove(&session_id);
+        self.owners.remove(&session_id);
+    }
+
+    /// The session's client is now connected to `server` (it was created or resumed there).
+    pub fn claim(&mut self, session_id: i64, server: u64) {
+        self.owners.insert(session_id, server);
+    }
+
+    /// Whether a write of the session may come from `server`: it may if the session is
+    /// attached there; a new leader, which knows no owners, takes the first server it hears
+    /// from. A write from anywhere else is from a connection the client has left, and gets
+    /// SessionMoved, so that it cannot overtake what the client did since on its new server.
+    pub fn owned_by(&mut self, session_id: i64, server: u64) -> bool {
+        *self.owners.entry(session_id).or_insert(server) == server
     }
 
     /// Whether a close of this session is on its way.
@@ -101,7 +122,7 @@ mod tests {
         tracker.set(1, 1000, t0);
         tracker.set(2, 1000, t0);
         tracker.touch(1, t0 + Duration::from_millis(900));
-        tracker.touch_reported(2, t0 + Duration::from_millis(900));
+        tracker.touch_reported(2, 7, t0 + Duration::from_millis(900));
         assert!(
             tracker
                 .take_expired(t0 + Duration::from_millis(1500))
@@ -111,6 +132,21 @@ mod tests {
         expired.sort();
         assert_eq!(expired, vec![1, 2]);
         assert_eq!(tracker.take_touched(), vec![1]);
+    }
+
+    #[test]
+    fn writes_from_a_server_the_session_left_are_refused() {
+        let mut tracker = SessionTracker::default();
+        assert!(
+            tracker.owned_by(1, 10),
+            "a new leader takes the first server it hears from"
+        );
+        assert!(tracker.owned_by(1, 10));
+        tracker.claim(1, 20);
+        assert!(!tracker.owned_by(1, 10), "the client moved to server 20");
+        assert!(tracker.owned_by(1, 20));
+        tracker.remove(1);
+        assert!(tracker.owned_by(1, 10));
     }
 
     #[test]

@@ -718,3 +718,75 @@ fn reconfig_adds_and_removes_a_server_under_load() {
         },
     );
 }
+
+#[test]
+fn a_write_left_behind_on_a_server_the_session_left_never_applies() {
+    run(
+        "a_write_left_behind_on_a_server_the_session_left_never_applies",
+        |system| async move {
+            use std::io::Write as _;
+            use support::warden::{connect_response, frame, handshake, read_frame};
+            use warden_proto::request::CreateRequest;
+            use warden_proto::types::Acl;
+
+            let cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let (a, b) = (0, 1);
+            let raw = |i: usize| {
+                let s = std::net::TcpStream::connect(cluster.members[i].address()).unwrap();
+                s.set_read_timeout(Some(OPERATION_TIMEOUT)).unwrap();
+                s
+            };
+            // A session on server A...
+            let mut on_a = raw(a);
+            on_a.write_all(&handshake(0, &[0; 16], 10_000, 0)).unwrap();
+            let session = connect_response(&read_frame(&mut on_a).unwrap());
+            assert_ne!(session.session_id, 0);
+            // ...resumed on server B while its connection to A is still open.
+            let mut on_b = raw(b);
+            on_b.write_all(&handshake(session.session_id, &session.password, 10_000, 0))
+                .unwrap();
+            let resumed = connect_response(&read_frame(&mut on_b).unwrap());
+            assert_eq!(resumed.session_id, session.session_id);
+            // A write left behind on A: ZooKeeper answers it by closing A's connection
+            // (SessionMoved, ZOOKEEPER-710); it must never be applied.
+            let create = warden_proto::Request::Create(CreateRequest {
+                path: "/left-behind".into(),
+                data: Some(Vec::new()),
+                acl: Acl::open(),
+                flags: 0,
+            });
+            on_a.write_all(&frame(&create.encode_frame(1))).unwrap();
+            match read_frame(&mut on_a) {
+                Err(_) => {}
+                Ok(reply) => {
+                    let header = <warden_proto::ReplyHeader as warden_proto::Record>::decode(
+                        &mut warden_proto::Reader::new(&reply),
+                    )
+                    .unwrap();
+                    assert_eq!(header.err, warden_proto::ErrorCode::SESSION_MOVED);
+                }
+            }
+            let observer = connect(&cluster.connect_string()).await;
+            observer.sync("/").await.unwrap();
+            assert_eq!(
+                observer.check_stat("/left-behind").await.unwrap(),
+                None,
+                "a write from a connection the session left was applied"
+            );
+            // The session goes on, on B.
+            let create = warden_proto::Request::Create(CreateRequest {
+                path: "/on-b".into(),
+                data: Some(Vec::new()),
+                acl: Acl::open(),
+                flags: 0,
+            });
+            on_b.write_all(&frame(&create.encode_frame(2))).unwrap();
+            let reply = read_frame(&mut on_b).unwrap();
+            let header = <warden_proto::ReplyHeader as warden_proto::Record>::decode(
+                &mut warden_proto::Reader::new(&reply),
+            )
+            .unwrap();
+            assert_eq!(header.err, warden_proto::ErrorCode::OK);
+        },
+    );
+}

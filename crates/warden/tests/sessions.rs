@@ -7,31 +7,14 @@ mod support;
 use std::io::Write;
 use std::time::Duration;
 
-use support::warden::{Warden, client, closed_by_server, ephemeral, persistent, read_frame};
+use support::warden::{
+    Warden, client, closed_by_server, connect_response, ephemeral, frame, handshake, persistent,
+    read_frame,
+};
 use warden_proto::request::CreateRequest;
 use warden_proto::types::{Acl, Id, perms};
-use warden_proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, Reader, Record, ReplyHeader, Request, Writer,
-};
+use warden_proto::{ErrorCode, Reader, Record, ReplyHeader, Request};
 use zookeeper_client as zk;
-
-fn frame(payload: &[u8]) -> Vec<u8> {
-    warden_proto::frame::encode_frame(payload)
-}
-
-fn handshake(session_id: i64, password: &[u8], timeout_ms: i32, last_zxid_seen: i64) -> Vec<u8> {
-    let mut w = Writer::new();
-    ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen,
-        timeout_ms,
-        session_id,
-        password: password.to_vec(),
-        read_only: Some(false),
-    }
-    .encode(&mut w);
-    frame(&w.into_bytes())
-}
 
 fn ephemeral_create(path: &str) -> Request {
     Request::Create(CreateRequest {
@@ -43,10 +26,6 @@ fn ephemeral_create(path: &str) -> Request {
         }],
         flags: 1, // ephemeral
     })
-}
-
-fn connect_response(payload: &[u8]) -> ConnectResponse {
-    ConnectResponse::decode(&mut Reader::new(payload)).expect("a ConnectResponse")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,14 +27,21 @@ use crate::server::Context;
 enum Outgoing {
     Forward(Vec<u8>),
     Touch(Vec<i64>),
+    /// A session resumes here: the leader records this server as its owner, then answers.
+    Revalidate {
+        id: u64,
+        session_id: i64,
+        done: oneshot::Sender<Result<u64, ReadIndexError>>,
+    },
     ReadIndex {
         id: u64,
         done: oneshot::Sender<Result<u64, ReadIndexError>>,
     },
 }
 
-/// Read-index requests sent and not yet answered, by request id.
-type PendingReadIndexes = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u64, ReadIndexError>>>>>;
+/// Requests to the leader sent and not yet answered (read indexes; revalidations, answered
+/// with 0), by request id.
+type PendingAnswers = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<u64, ReadIndexError>>>>>;
 
 /// Why a write could not be forwarded.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +131,31 @@ impl Forwarder {
         }
     }
 
+    /// Tells the leader a session resumes on this server and waits for its answer
+    /// (ZooKeeper's revalidation): from then on, writes the client left behind on another
+    /// server get SessionMoved.
+    pub async fn revalidate(
+        &self,
+        ctx: &Arc<Context>,
+        leader: u64,
+        session_id: i64,
+    ) -> Result<(), ForwardError> {
+        let tx = self.sender(ctx, leader)?;
+        let (done, answer) = oneshot::channel();
+        let id = next_request_id();
+        tx.send(Outgoing::Revalidate {
+            id,
+            session_id,
+            done,
+        })
+        .await
+        .map_err(|_| ForwardError::NoLink(leader))?;
+        match answer.await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ForwardError::NoLink(leader)),
+        }
+    }
+
     /// Asks the leader for a read index.
     pub async fn read_index(&self, ctx: &Arc<Context>, leader: u64) -> Result<u64, ReadIndexError> {
         let not_leader = ReadIndexError::NotLeader {
@@ -164,7 +196,7 @@ async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiv
         channel: Channel::Forward,
         committed: ctx.consensus.committed_index(),
     };
-    let pending = PendingReadIndexes::default();
+    let pending = PendingAnswers::default();
     let why = match wire::dial(
         &addr,
         hello,
@@ -191,11 +223,26 @@ async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiv
 async fn send_loop(
     mut writer: FrameWriter,
     mut rx: mpsc::Receiver<Outgoing>,
-    pending: PendingReadIndexes,
+    pending: PendingAnswers,
 ) -> WireError {
     while let Some(out) = rx.recv().await {
         let sent = match out {
             Outgoing::Forward(bytes) => writer.send(Kind::Forward, GROUP_MAIN, 0, &bytes).await,
+            Outgoing::Revalidate {
+                id,
+                session_id,
+                done,
+            } => {
+                pending
+                    .lock()
+                    .expect("pending lock poisoned")
+                    .insert(id, done);
+                let mut w = Writer::new();
+                w.write_i64(session_id);
+                writer
+                    .send(Kind::Revalidate, GROUP_MAIN, id, &w.into_bytes())
+                    .await
+            }
             Outgoing::Touch(sessions) => {
                 let mut w = Writer::new();
                 w.write_vec(&sessions, |w, id| w.write_i64(*id));
@@ -221,7 +268,7 @@ async fn send_loop(
 async fn receive_loop(
     ctx: &Arc<Context>,
     mut reader: FrameReader,
-    pending: PendingReadIndexes,
+    pending: PendingAnswers,
 ) -> WireError {
     loop {
         let frame = match reader.next().await {
@@ -236,8 +283,10 @@ async fn receive_loop(
                 Some(_) => {}
                 None => return WireError::Handshake("malformed forward failure".into()),
             },
-            Kind::ReadIndexDone | Kind::ReadIndexFailed => {
-                let answer = if frame.kind == Kind::ReadIndexDone {
+            Kind::ReadIndexDone | Kind::ReadIndexFailed | Kind::Revalidated => {
+                let answer = if frame.kind == Kind::Revalidated {
+                    Ok(0)
+                } else if frame.kind == Kind::ReadIndexDone {
                     let mut r = Reader::new(&frame.payload);
                     match r.read_i64() {
                         Ok(index) => Ok(index as u64),
@@ -324,6 +373,8 @@ pub async fn serve_follower(
                 let Some(origin) = proposal.origin.filter(|o| o.node == from) else {
                     break WireError::Handshake("a forwarded write of another server's".into());
                 };
+                let mut proposal = proposal;
+                super::refuse_if_moved(&ctx, &mut proposal, from);
                 let tx = tx.clone();
                 let failed = move |e: ProposeError| {
                     let why = encode_failure(&origin, &e.to_string());
@@ -336,10 +387,27 @@ pub async fn serve_follower(
                     ctx.consensus.propose(proposal, failed).await;
                 }
             }
+            Kind::Revalidate => {
+                let mut r = Reader::new(&frame.payload);
+                match r.read_i64() {
+                    Ok(session_id) => {
+                        ctx.replica().claim_session(session_id, from);
+                        let _ = tx.send((Kind::Revalidated, frame.id, Vec::new()));
+                    }
+                    Err(error) => {
+                        break WireError::Malformed {
+                            what: "revalidation",
+                            error,
+                        };
+                    }
+                }
+            }
             Kind::Touch => {
                 let mut r = Reader::new(&frame.payload);
                 match r.read_vec(8, |r| r.read_i64()) {
-                    Ok(sessions) => ctx.replica().touch_reported(&sessions, Instant::now()),
+                    Ok(sessions) => ctx
+                        .replica()
+                        .touch_reported(&sessions, from, Instant::now()),
                     Err(error) => {
                         break WireError::Malformed {
                             what: "session touches",

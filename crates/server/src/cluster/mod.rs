@@ -16,7 +16,26 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::consensus::Proposal;
 use crate::server::Context;
+
+/// On the leader: a write of a session whose client has moved to another server since is
+/// refused with SessionMoved (answered in its turn, through the log), so that a write left
+/// behind on the old server cannot overtake what the client did since (ZooKeeper's
+/// `SessionTracker.checkSession`).
+pub fn refuse_if_moved(ctx: &Context, proposal: &mut Proposal, from: u64) {
+    let session_id = proposal.txn.session_id;
+    if !ctx.replica().session_owned_by(session_id, from) {
+        tracing::info!(
+            session = format_args!("{session_id:#x}"),
+            server = from,
+            "a write from a server the session has left: SessionMoved"
+        );
+        proposal.txn.kind = warden_state::TxnKind::Refused {
+            err: warden_proto::ErrorCode::SESSION_MOVED,
+        };
+    }
+}
 
 /// Accepts other members' connections on the quorum port until the server stops.
 pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {

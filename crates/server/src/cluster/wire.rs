@@ -53,10 +53,12 @@ pub enum Kind {
     Forward = 30,
     Touch = 31,
     ReadIndex = 32,
+    Revalidate = 33,
     // Forward channel, leader to follower.
     ForwardFailed = 40,
     ReadIndexDone = 41,
     ReadIndexFailed = 42,
+    Revalidated = 43,
 }
 
 impl Kind {
@@ -75,9 +77,11 @@ impl Kind {
             30 => Forward,
             31 => Touch,
             32 => ReadIndex,
+            33 => Revalidate,
             40 => ForwardFailed,
             41 => ReadIndexDone,
             42 => ReadIndexFailed,
+            43 => Revalidated,
             _ => return None,
         })
     }

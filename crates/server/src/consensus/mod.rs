@@ -38,10 +38,6 @@ use snapshot_store::SnapshotStore;
 use state_machine::StateMachine;
 use types::{Completion, PeerNode, WardenRaft};
 
-/// The largest snapshot a follower accepts from a leader: far above any tree that fits in
-/// memory, so only a broken or hostile peer reaches it.
-const SNAPSHOT_BYTES_MAX: u64 = 64 << 30;
-
 /// A member as the configuration names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberAddr {
@@ -71,6 +67,8 @@ pub struct Options {
     pub tick_time_ms: u32,
     /// How long the log's flush thread gathers writes into one fsync.
     pub flush_wait: Duration,
+    /// The largest snapshot this server accepts from a leader.
+    pub snapshot_bytes_max: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +164,7 @@ pub struct Consensus {
     pending_read_indexes: Arc<AtomicU64>,
     committed: network::Committed,
     recovery: Arc<rejoin::Recovery>,
+    snapshot_bytes_max: u64,
 }
 
 fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
@@ -275,6 +274,7 @@ impl Consensus {
             pending_read_indexes: Arc::default(),
             committed,
             recovery,
+            snapshot_bytes_max: options.snapshot_bytes_max,
         };
         if standalone {
             consensus
@@ -692,6 +692,7 @@ mod tests {
                 snapshots_retained_count: 3,
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,
+                snapshot_bytes_max: 1 << 30,
             },
             replica,
         )

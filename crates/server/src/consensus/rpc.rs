@@ -64,7 +64,8 @@ pub(super) async fn serve(
                 .await
             }
             Kind::SnapshotChunk => {
-                match snapshot_chunk(raft, &mut incoming, &frame.payload).await {
+                let max = consensus.snapshot_bytes_max;
+                match snapshot_chunk(raft, &mut incoming, &frame.payload, max).await {
                     Ok(answer) => {
                         consensus.liveness.heard_from_leader(from);
                         Ok(answer)
@@ -112,14 +113,15 @@ async fn snapshot_chunk(
     raft: &Raft<WardenRaft, StateMachine>,
     incoming: &mut Option<Incoming>,
     payload: &[u8],
+    snapshot_bytes_max: u64,
 ) -> Result<Vec<u8>, String> {
     let (header, data) = ChunkHeader::decode(payload)?;
     if header.offset == 0 {
-        if header.total > super::SNAPSHOT_BYTES_MAX {
+        if header.total > snapshot_bytes_max {
             return Err(format!(
-                "snapshot of {} bytes is over the limit of {}",
+                "snapshot of {} bytes is over the limit of {snapshot_bytes_max} \
+                 (cluster.snapshot_bytes_max)",
                 header.total,
-                super::SNAPSHOT_BYTES_MAX
             ));
         }
         *incoming = Some(Incoming {

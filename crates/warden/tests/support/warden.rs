@@ -190,6 +190,39 @@ pub fn ephemeral() -> zookeeper_client::CreateOptions<'static> {
     zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all())
 }
 
+/// A length-prefixed frame around `payload`.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    warden_proto::frame::encode_frame(payload)
+}
+
+/// A ConnectRequest frame: a new session (`session_id` 0) or the resume of one.
+pub fn handshake(
+    session_id: i64,
+    password: &[u8],
+    timeout_ms: i32,
+    last_zxid_seen: i64,
+) -> Vec<u8> {
+    use warden_proto::Record;
+    let mut w = warden_proto::Writer::new();
+    warden_proto::ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen,
+        timeout_ms,
+        session_id,
+        password: password.to_vec(),
+        read_only: Some(false),
+    }
+    .encode(&mut w);
+    frame(&w.into_bytes())
+}
+
+/// The ConnectResponse a handshake was answered with.
+pub fn connect_response(payload: &[u8]) -> warden_proto::ConnectResponse {
+    use warden_proto::Record;
+    warden_proto::ConnectResponse::decode(&mut warden_proto::Reader::new(payload))
+        .expect("a ConnectResponse")
+}
+
 /// Reads exactly one frame's payload from a raw socket.
 pub fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
