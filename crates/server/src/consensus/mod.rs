@@ -583,7 +583,11 @@ impl Consensus {
             .membership()
             .voter_ids()
             .any(|id| id == self.identity.me);
-        if self.standalone || !voter || m.current_leader == Some(self.identity.me) {
+        if self.standalone
+            || !voter
+            || self.recovering()
+            || m.current_leader == Some(self.identity.me)
+        {
             return;
         }
         tracing::info!("standing for election, as asked (rqld)");
