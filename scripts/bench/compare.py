@@ -198,6 +198,9 @@ class Cluster:
             "clientPortAddress=127.0.0.1",
             "forceSync=yes",
             "admin.enableServer=false",
+            # ZooKeeper's default of 60 connections per address would refuse the benchmark's
+            # 100 and 1,000 sessions, which all come from 127.0.0.1.
+            "maxClientCnxns=0",
         ]
         if self.size > 1:
             (node / "data" / "myid").write_text(f"{i + 1}\n")
@@ -455,7 +458,7 @@ def write_report(out, sizes, runs_by_size, footprints, warden_note, plots, loads
         f"Machine: {facts['cpu']}, {facts['cores']} cores, {facts['memory']}, Linux {facts['kernel']}; "
         f"{facts['java']}. Servers and `warden bench` share the machine, on loopback; "
         f"load average {loads[0]} before the run, {loads[1]} after.",
-        f"ZooKeeper: {ZK_VERSION} from Maven Central, forceSync=yes, default settings, 2 GiB heap (G1).",
+        f"ZooKeeper: {ZK_VERSION} from Maven Central, forceSync=yes, maxClientCnxns=0, default settings otherwise, 2 GiB heap (G1).",
         f"Warden: {warden_note}.",
         "",
         f"Each workload ran {sizes.repeats} times per system, alternating systems (order swapped every repeat), "

@@ -46,10 +46,14 @@ pub async fn answer(
 /// ZooKeeper's answer to most words while the server has no quorum.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
-/// How this server takes part: `standalone`, `leader`, `follower` or `observer`.
+/// How this server takes part: `standalone`, `leader`, `follower`, `observer` or `read-only`.
+/// Takes the replica's lock: never call it while holding it.
 pub fn mode(ctx: &Context) -> &'static str {
     if ctx.consensus.standalone() {
         return "standalone";
+    }
+    if !ctx.serving() && ctx.read_only_mode() {
+        return "read-only";
     }
     let me = ctx.consensus.node_id();
     if ctx.consensus.leader() == Some(me) {
@@ -63,7 +67,7 @@ pub fn mode(ctx: &Context) -> &'static str {
 
 fn render(ctx: &Context, word: &str) -> String {
     let needs_quorum = !matches!(word, "ruok" | "conf" | "envi" | "dirs" | "isro" | "rqld");
-    if needs_quorum && !ctx.serving() {
+    if needs_quorum && !ctx.serving() && !ctx.read_only_mode() {
         return NOT_SERVING.to_owned();
     }
     match word {
@@ -100,6 +104,7 @@ fn render(ctx: &Context, word: &str) -> String {
             )
         }
         "isro" if ctx.serving() => "rw".to_owned(),
+        "isro" if ctx.read_only_mode() => "ro".to_owned(),
         "isro" => "null".to_owned(),
         "dump" => dump(ctx),
         "hash" => {
@@ -127,6 +132,8 @@ fn render(ctx: &Context, word: &str) -> String {
 }
 
 fn server_summary(ctx: &Context, with_clients: bool) -> String {
+    // Before the replica is locked: the mode looks at it too.
+    let mode = mode(ctx);
     let r = ctx.replica();
     let mut out = format!("Zookeeper version: {ZOOKEEPER_VERSION}\n");
     if with_clients {
@@ -146,7 +153,7 @@ fn server_summary(ctx: &Context, with_clients: bool) -> String {
         r.stats.packets_sent.load(Ordering::Relaxed),
         r.clients().count(),
         r.state().last_zxid(),
-        mode(ctx),
+        mode,
         r.state().tree().len(),
     );
     out
@@ -286,6 +293,8 @@ fn envi() -> String {
 }
 
 fn mntr(ctx: &Context) -> String {
+    // Before the replica is locked: the mode looks at it too.
+    let mode = mode(ctx);
     let r = ctx.replica();
     let state = r.state();
     let (min, avg, max) = r.stats.latency.min_avg_max_ms();
@@ -297,7 +306,7 @@ fn mntr(ctx: &Context) -> String {
     let status = ctx.consensus.status();
     let lines: Vec<(&str, String)> = vec![
         ("zk_version", ZOOKEEPER_VERSION.to_owned()),
-        ("zk_server_state", mode(ctx).to_owned()),
+        ("zk_server_state", mode.to_owned()),
         ("zk_ephemerals_count", ephemerals.to_string()),
         ("zk_num_alive_connections", r.clients().count().to_string()),
         ("zk_avg_latency", format!("{avg:.1}")),

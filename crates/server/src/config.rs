@@ -128,6 +128,9 @@ pub struct Cluster {
     /// The largest snapshot this server accepts from a leader when it catches up; a larger
     /// transfer is refused (the leader's log says why).
     pub snapshot_bytes_max: u64,
+    /// Whether a server cut off from its quorum serves reads to clients that allow it
+    /// (ZooKeeper's readonlymode.enabled): their writes are answered NotReadOnly.
+    pub read_only_mode: bool,
     /// Whether clients may change the membership with `reconfig` (ZooKeeper's
     /// reconfigEnabled, off by default as there); off, reconfig answers ReconfigDisabled.
     pub reconfig_enabled: bool,
@@ -141,6 +144,7 @@ impl Default for Cluster {
             forward_queue_max: 10_000,
             peer_frame_bytes_max: 64 << 20,
             snapshot_bytes_max: 64 << 30,
+            read_only_mode: false,
             reconfig_enabled: false,
         }
     }

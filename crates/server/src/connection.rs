@@ -200,8 +200,10 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         Err(_) => return,
     }
     // A server without a quorum closes a client's connection at once, as ZooKeeper does,
-    // so that the client moves on to a server that can serve it.
-    if !ctx.serving() {
+    // so that the client moves on to a server that can serve it; in read-only mode it serves
+    // the reads of clients that allow that.
+    let read_only = !ctx.serving();
+    if read_only && !ctx.read_only_mode() {
         tracing::debug!(%peer, "refused a client: this server is not serving (no quorum)");
         return;
     }
@@ -215,13 +217,14 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
     let auth: Arc<[Id]> = Arc::from(vec![Id::new("ip", peer.ip().to_string())]);
     let progress = ctx
         .replica()
-        .connect(connection, out.clone(), peer, auth.clone());
+        .connect(connection, out.clone(), peer, auth.clone(), read_only);
     let mut session = Session {
         ctx: ctx.clone(),
         connection,
         session_id: 0,
         auth,
         out: out.clone(),
+        read_only,
     };
     let result = tokio::select! {
         r = session.run(&mut reader, &progress) => r,
@@ -255,6 +258,8 @@ struct Session {
     /// The identities the client has proven, the ip it connects from first.
     auth: Arc<[Id]>,
     out: outbound::Outbound,
+    /// Connected in read-only mode (no quorum): reads only.
+    read_only: bool,
 }
 
 impl Session {
@@ -283,6 +288,9 @@ impl Session {
             config.session_timeout_ms_min as i32,
             config.session_timeout_ms_max as i32,
         );
+        if self.read_only {
+            return self.read_only_handshake(&request, timeout_ms);
+        }
         if request.session_id == 0 {
             // Even a new session is refused by a server behind what the client has seen
             // (ZooKeeper's processConnectRequest checks this first), so that the client moves
@@ -416,6 +424,55 @@ impl Session {
             .map_err(Closed::Sync)
     }
 
+    /// A handshake in read-only mode: only a client that allows a read-only server is taken;
+    /// a new session is this server's alone, a known one is resumed without the leader.
+    fn read_only_handshake(
+        &mut self,
+        request: &ConnectRequest,
+        timeout_ms: i32,
+    ) -> Result<(), Closed> {
+        if request.read_only != Some(true) {
+            return Err(Closed::NoLeader);
+        }
+        let our_zxid = self.ctx.replica().state().last_zxid();
+        if request.last_zxid_seen > our_zxid {
+            return Err(Closed::ClientAhead {
+                session: request.session_id,
+                client_zxid: request.last_zxid_seen,
+                our_zxid,
+            });
+        }
+        if request.session_id != 0 {
+            let resumed = self.ctx.replica().resume_session(
+                self.connection,
+                request,
+                timeout_ms,
+                Instant::now(),
+            );
+            return match resumed {
+                Resume::Attached => {
+                    self.session_id = request.session_id;
+                    Ok(())
+                }
+                _ => Err(Closed::Expired(request.session_id)),
+            };
+        }
+        let mut random = [0u8; 8 + PASSWORD_BYTES];
+        getrandom::fill(&mut random).map_err(|e| Closed::Io(std::io::Error::other(e)))?;
+        // Far from the ids the state machine hands out (which start at 1 << 56).
+        let id = (i64::from_le_bytes(random[..8].try_into().expect("8 bytes"))
+            & 0x00ff_ffff_ffff_ffff)
+            | (0x7e << 56);
+        self.session_id = id;
+        self.ctx.replica().attach_local_session(
+            self.connection,
+            id,
+            timeout_ms,
+            random[8..].to_vec(),
+        );
+        Ok(())
+    }
+
     async fn request(
         &mut self,
         payload: &[u8],
@@ -449,6 +506,24 @@ impl Session {
         };
         match request {
             Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
+            Request::CloseSession if self.read_only => {
+                // A read-only session is this server's alone: closing it is closing the
+                // connection.
+                self.reply(header.xid, 0, ErrorCode::OK);
+                Err(Closed::ByServer)
+            }
+            request
+                if self.read_only
+                    && (request.is_write() || matches!(request, Request::Sync(_))) =>
+            {
+                self.local(
+                    header.xid,
+                    request,
+                    received,
+                    Some(ErrorCode::NOT_READ_ONLY),
+                );
+                Ok(())
+            }
             Request::Sasl(_) => {
                 self.reply(header.xid, 0, ErrorCode::AUTH_FAILED);
                 Err(Closed::AuthFailed("sasl".into()))
@@ -462,6 +537,7 @@ impl Session {
             }
             request
                 if !self.ctx.consensus.standalone()
+                    && !self.read_only
                     && (matches!(request, Request::Sync(_))
                         || (self.ctx.config.linearizable_reads && reads_state(&request))) =>
             {

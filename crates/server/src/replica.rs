@@ -67,6 +67,8 @@ pub struct Client {
     auth: Arc<[Id]>,
     pub timeout_ms: i32,
     handshake: Option<PendingHandshake>,
+    /// Connected while this server had no quorum, in read-only mode: only reads are served.
+    pub read_only: bool,
     writes_sent: u64,
     writes_applied: u64,
     /// The leader the writes in flight went to: a write may not follow them to another one
@@ -228,6 +230,7 @@ impl Replica {
         out: crate::outbound::Outbound,
         peer: SocketAddr,
         auth: Arc<[Id]>,
+        read_only: bool,
     ) -> Arc<Notify> {
         let progress = Arc::new(Notify::new());
         self.clients.insert(
@@ -239,6 +242,7 @@ impl Replica {
                 auth,
                 timeout_ms: 0,
                 handshake: None,
+                read_only,
                 writes_sent: 0,
                 writes_applied: 0,
                 writes_leader: None,
@@ -312,13 +316,14 @@ impl Replica {
         let Some(client) = self.clients.get_mut(&connection) else {
             return Resume::Expired;
         };
+        let read_only = request.read_only.map(|_| client.read_only);
         if !valid {
             client.out.send(connect_frame(&ConnectResponse {
                 protocol_version: 0,
                 timeout_ms: 0,
                 session_id: 0,
                 password: vec![0; 16],
-                read_only: request.read_only.map(|_| false),
+                read_only,
             }));
             client.out.close();
             return Resume::Expired;
@@ -330,7 +335,7 @@ impl Replica {
             timeout_ms,
             session_id: id,
             password: request.password.clone(),
-            read_only: request.read_only.map(|_| false),
+            read_only,
         }));
         // A session lives on one connection: an older one still open is closed.
         if let Some(old) = self.attached.insert(id, connection)
@@ -347,6 +352,38 @@ impl Replica {
         }
         self.sessions.touch(id, now);
         Resume::Attached
+    }
+
+    /// A read-only session of this server alone (ZooKeeper's read-only mode creates them
+    /// without a quorum): it is answered at once and lives as long as its connection.
+    pub fn attach_local_session(
+        &mut self,
+        connection: u64,
+        session_id: i64,
+        timeout_ms: i32,
+        password: Vec<u8>,
+    ) {
+        let Some(client) = self.clients.get_mut(&connection) else {
+            return;
+        };
+        client.session_id = session_id;
+        client.timeout_ms = timeout_ms;
+        client.out.send(connect_frame(&ConnectResponse {
+            protocol_version: 0,
+            timeout_ms,
+            session_id,
+            password,
+            read_only: Some(true),
+        }));
+        self.attached.insert(session_id, connection);
+    }
+
+    /// The quorum is back: read-only clients are closed, so that they reconnect to a server
+    /// that serves writes (as ZooKeeper's read-only server does when it rejoins).
+    pub fn close_read_only(&mut self) {
+        for client in self.clients.values().filter(|c| c.read_only) {
+            client.out.close();
+        }
     }
 
     /// The client proved more identities (`addauth`).
@@ -747,7 +784,7 @@ mod tests {
     fn connect(r: &mut Replica, connection: u64) -> OutboundQueue {
         let (out, queue) = outbound::channel(1 << 20);
         let auth: Arc<[Id]> = Arc::from(vec![]);
-        r.connect(connection, out, "127.0.0.1:1".parse().unwrap(), auth);
+        r.connect(connection, out, "127.0.0.1:1".parse().unwrap(), auth, false);
         queue
     }
 

@@ -66,6 +66,11 @@ impl Context {
                     .unwrap_or(false))
     }
 
+    /// Whether this server, cut off from its quorum, serves reads (read-only mode).
+    pub fn read_only_mode(&self) -> bool {
+        self.config.cluster.read_only_mode && !self.consensus.standalone()
+    }
+
     pub fn next_connection_id(&self) -> u64 {
         self.next_connection.fetch_add(1, Ordering::Relaxed)
     }
@@ -357,6 +362,7 @@ async fn follow_leadership(ctx: Arc<Context>) {
             serving = serving_now;
             if serving {
                 tracing::info!(leader = ?now.1, "serving clients");
+                ctx.replica().close_read_only();
             } else {
                 tracing::warn!(
                     "not serving clients: no quorum (client connections are closed until a \

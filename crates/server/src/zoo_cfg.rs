@@ -131,7 +131,6 @@ struct Reader<'a> {
     dynamic_config_file: Option<At<PathBuf>>,
     servers: Vec<At<Member>>,
     four_letter_words: Vec<String>,
-    read_only_mode: bool,
     admin_enabled: bool,
     admin_host: Option<String>,
     admin_port: Option<u16>,
@@ -160,7 +159,6 @@ impl<'a> Reader<'a> {
             dynamic_config_file: None,
             servers: Vec::new(),
             four_letter_words: vec!["srvr".to_string()],
-            read_only_mode: false,
             admin_enabled: true,
             admin_host: None,
             admin_port: None,
@@ -376,13 +374,7 @@ impl<'a> Reader<'a> {
                 self.admin_port = Some(port);
             }
             "readonlymode.enabled" => {
-                self.read_only_mode = self.boolean(p)?;
-                if self.read_only_mode {
-                    self.unsupported(
-                        p,
-                        "read-only mode; a server without a quorum refuses clients",
-                    );
-                }
+                self.config.cluster.read_only_mode = self.boolean(p)?;
             }
             "forceSync" => {
                 if p.value != "yes" {
@@ -590,8 +582,8 @@ impl<'a> Reader<'a> {
 
     fn resolve_four_letter_words(&mut self) {
         let mut words = std::mem::take(&mut self.four_letter_words);
-        // ZooKeeper enables isro along with read-only mode (Warden answers it "rw").
-        if self.read_only_mode && !words.iter().any(|w| w == "*" || w == "isro") {
+        // ZooKeeper enables isro along with read-only mode.
+        if self.config.cluster.read_only_mode && !words.iter().any(|w| w == "*" || w == "isro") {
             words.push("isro".into());
         }
         self.config.four_letter_words = words;

@@ -790,3 +790,44 @@ fn a_write_left_behind_on_a_server_the_session_left_never_applies() {
         },
     );
 }
+
+#[test]
+fn a_minority_in_read_only_mode_serves_reads_and_refuses_writes() {
+    run(
+        "a_minority_in_read_only_mode_serves_reads_and_refuses_writes",
+        |system| async move {
+            let mut cluster =
+                blocking(|| Cluster::start(system, 3, 0, "readonlymode.enabled=true"));
+            let writer = connect(&cluster.connect_string()).await;
+            writer
+                .create("/ro", b"before", &persistent())
+                .await
+                .unwrap();
+            blocking(|| cluster.wait_until_converged(CATCH_UP_MAX));
+            let survivor = 0;
+            cluster.kill9(1);
+            cluster.kill9(2);
+            blocking(|| cluster.wait_until_mode(survivor, Mode::ReadOnly, CATCH_UP_MAX));
+
+            let reader = connect_with(
+                zk::Client::connector()
+                    .with_session_timeout(SESSION_TIMEOUT)
+                    .with_readonly(true),
+                &cluster.member_connect_string(survivor),
+            )
+            .await;
+            let (data, _) = reader.get_data("/ro").await.unwrap();
+            assert_eq!(data, b"before", "reads are served without a quorum");
+            let refused = reader.create("/ro/w", b"", &persistent()).await;
+            assert!(
+                matches!(refused, Err(zk::Error::NotReadOnly)),
+                "writes are refused without a quorum: {refused:?}"
+            );
+
+            blocking(|| cluster.restart(1));
+            blocking(|| cluster.wait_until_serving(Serving::Quorum, CATCH_UP_MAX));
+            let after = connect(&cluster.member_connect_string(survivor)).await;
+            create_within(&after, "/ro/after", RECOVERY_MAX).await;
+        },
+    );
+}

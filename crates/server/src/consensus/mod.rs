@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use openraft::alias::StoredMembershipOf;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::ReadPolicy;
@@ -237,6 +238,23 @@ impl Consensus {
                 Err(e) => return Err(raft_err(&e)),
             }
         }
+        if !standalone && initialized {
+            let voters: Vec<u64> = raft
+                .metrics()
+                .borrow_watched()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .collect();
+            if voters == [node_id] {
+                return Err(StartError::Raft(format!(
+                    "this data directory was made by a standalone server, but the \
+                     configuration names {} servers: a cluster starts from empty data \
+                     directories (a standalone server cannot be grown into one yet)",
+                    options.members.len()
+                )));
+            }
+        }
         if !standalone {
             if recovery.recovering() {
                 raft.runtime_config().elect(false);
@@ -410,15 +428,21 @@ impl Consensus {
         self.raft.metrics().borrow_watched().current_leader
     }
 
-    /// Where a member is reached by its peers, from the membership in force.
-    pub fn peer_addr(&self, id: u64) -> Option<String> {
-        let m = self
-            .raft
+    /// The membership in force (the last one in the log, committed or not).
+    fn membership(&self) -> Arc<StoredMembershipOf<WardenRaft>> {
+        self.raft
             .metrics()
             .borrow_watched()
             .membership_config
-            .clone();
-        m.membership().get_node(&id).map(|n| n.peer_addr.clone())
+            .clone()
+    }
+
+    /// Where a member is reached by its peers, from the membership in force.
+    pub fn peer_addr(&self, id: u64) -> Option<String> {
+        self.membership()
+            .membership()
+            .get_node(&id)
+            .map(|n| n.peer_addr.clone())
     }
 
     /// Whether this server can serve clients: it leads with a quorum heard from lately, or it
@@ -485,12 +509,7 @@ impl Consensus {
 
     /// The voters and the learners (observers) of the membership in force.
     pub fn members(&self) -> (BTreeSet<u64>, BTreeSet<u64>) {
-        let m = self
-            .raft
-            .metrics()
-            .borrow_watched()
-            .membership_config
-            .clone();
+        let m = self.membership();
         let membership = m.membership();
         (
             membership.voter_ids().collect(),

@@ -526,7 +526,6 @@ fn settings_warden_does_not_honour_warn() {
     for line in [
         "forceSync=no",
         "secureClientPort=2281",
-        "readonlymode.enabled=true",
         "skipACL=yes",
         "localSessionsEnabled=true",
         "sslQuorum=true",

@@ -65,6 +65,8 @@ pub enum Mode {
     Leader,
     Follower,
     Observer,
+    /// Cut off from its quorum, serving reads in read-only mode.
+    ReadOnly,
     /// Up, but without a quorum (or still joining one).
     NotServing,
     /// Nothing answers: killed, frozen, or not listening yet.
@@ -83,6 +85,7 @@ impl Mode {
             Some("leader") => Mode::Leader,
             Some("follower") => Mode::Follower,
             Some("observer") => Mode::Observer,
+            Some("read-only") => Mode::ReadOnly,
             _ => Mode::Down,
         }
     }
