@@ -3,7 +3,7 @@
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
 # that start real processes), then the compatibility suites: other projects' clients and test
 # suites (kazoo, go-zookeeper, Curator, zkCli and the C client, ClickHouse) against a real
-# `warden server`. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
+# `warden server`, and (all but zkCli) against 3-server clusters of them. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
 # Maven Central, PyPI, Go and Debian packages).
 #
 #   scripts/test.sh                 everything

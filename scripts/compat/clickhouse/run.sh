@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Compatibility test: two real ClickHouse 18.16 servers (Debian 12's clickhouse-server package)
-# replicate a ReplicatedMergeTree table, and run ON CLUSTER DDL, through the server under test.
+# replicate a ReplicatedMergeTree table, and run ON CLUSTER DDL, through the server under test:
+# first through one standalone server, then through a 3-server ensemble (all three in
+# ClickHouse's <zookeeper> section), whose leader is then killed with SIGKILL, by PID, in the
+# middle of a series of INSERTs; every inserted row must be there afterwards.
 #
 #   scripts/compat/clickhouse/run.sh
 #
 # Environment:
 #   COMPAT_SERVER     warden (default) | zookeeper   (see scripts/compat/server.sh)
 #   WARDEN_BIN        the warden binary (default target/release/warden)
-#   CH_TIMEOUT        hard limit for the whole run in seconds (default 600)
+#   CH_MODES          which runs: "standalone ensemble" (default), "standalone" or "ensemble"
+#   CH_TIMEOUT        hard limit for the whole run (both modes) in seconds (default 600)
 #   CH_WAIT           how long each replication check polls, seconds (default 60)
 #   CH_LOG_LEVEL      ClickHouse log level (default debug)
 #   CH_KEEP=1         keep the temporary directory (configs, logs, data) and print its path
@@ -41,18 +45,31 @@ if [[ "${1:-}" != "--inner" ]]; then
   }
   trap outer_cleanup EXIT
   start=$SECONDS
-  rc=0
-  # timeout (without --foreground) signals its whole process group on expiry: the inner script,
-  # the ClickHouse servers and the server under test all get SIGTERM, then SIGKILL 20 s later.
-  timeout --kill-after=20 "$LIMIT" "$0" --inner || rc=$?
+  extra_failed=0
+  for mode in ${CH_MODES:-standalone ensemble}; do
+    rc=0
+    left=$((LIMIT - (SECONDS - start)))
+    if ((left <= 0)); then
+      echo "not ok - [$mode] run started within the hard limit of ${LIMIT} s"
+      extra_failed=$((extra_failed + 1))
+      continue
+    fi
+    # timeout (without --foreground) signals its whole process group on expiry: the inner
+    # script, the ClickHouse servers and the servers under test all get SIGTERM, then SIGKILL
+    # 20 s later.
+    failed_before="$(cut -d' ' -f2 "$CH_DIR/counts")"
+    timeout --kill-after=20 "$left" "$0" --inner "$mode" || rc=$?
+    read -r passed failed <"$CH_DIR/counts"
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+      echo "not ok - [$mode] finished within the hard limit of ${LIMIT} s"
+      extra_failed=$((extra_failed + 1))
+    elif [[ $rc -ne 0 && $failed -eq $failed_before ]]; then
+      echo "not ok - [$mode] the test script itself ran to completion (it exited with status $rc)"
+      extra_failed=$((extra_failed + 1))
+    fi
+  done
   read -r passed failed <"$CH_DIR/counts"
-  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-    echo "not ok - finished within the hard limit of ${LIMIT} s"
-    failed=$((failed + 1))
-  elif [[ $rc -ne 0 && $failed -eq 0 ]]; then
-    echo "not ok - the test script itself ran to completion (it exited with status $rc)"
-    failed=$((failed + 1))
-  fi
+  failed=$((failed + extra_failed))
   if [[ "${CH_KEEP:-0}" == 1 ]]; then echo "# kept $CH_DIR (configs, logs, data)"; fi
   echo "# wall time $((SECONDS - start)) s"
   echo "compat clickhouse: $passed passed, $failed failed, 0 skipped"
@@ -61,24 +78,28 @@ if [[ "${1:-}" != "--inner" ]]; then
 fi
 
 # --------------------------------------------------------------------------------------------
-# Inner process: the scenario.
+# Inner process: the scenario, in one mode (standalone | ensemble), in $CH_DIR/<mode>.
 # --------------------------------------------------------------------------------------------
 : "${CH_DIR:?run scripts/compat/clickhouse/run.sh without arguments}"
+MODE="${2:-standalone}"
+case "$MODE" in standalone | ensemble) ;; *) echo "unknown mode '$MODE'" >&2; exit 2 ;; esac
+RUN_DIR="$CH_DIR/$MODE"
+mkdir -p "$RUN_DIR"
 export ZK_HEAP="${ZK_HEAP:-256m}"
 WAIT="${CH_WAIT:-60}"
 # shellcheck source=../server.sh
 source "$REPO/scripts/compat/server.sh"
 
-PASSED=0
-FAILED=0
+# Counts carry on from the previous mode's.
+read -r PASSED FAILED <"$CH_DIR/counts"
 ok() {
   PASSED=$((PASSED + 1))
-  echo "ok - $*"
+  echo "ok - [$MODE] $*"
   echo "$PASSED $FAILED" >"$CH_DIR/counts"
 }
 not_ok() {
   FAILED=$((FAILED + 1))
-  echo "not ok - $*"
+  echo "not ok - [$MODE] $*"
   echo "$PASSED $FAILED" >"$CH_DIR/counts"
 }
 comment() { sed 's/^/#   /'; }
@@ -105,9 +126,27 @@ stop_clickhouse() {
     PROXY_PID=""
   fi
 }
+# The ensemble's servers (ensemble mode), by id; their zoo.cfgs, to recognise them by PID.
+declare -A COORD_PID=() COORD_CFG=() COORD_PORT=()
+coord_runs() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$2"; }
+stop_coord() {   # SIGTERM, SIGKILL after 10 s, by PID; skips servers a check killed already
+  local id pid
+  for id in "${!COORD_PID[@]}"; do
+    coord_runs "${COORD_PID[$id]}" "${COORD_CFG[$id]}" && kill "${COORD_PID[$id]}" 2>/dev/null
+  done
+  for id in "${!COORD_PID[@]}"; do
+    pid="${COORD_PID[$id]}"
+    for _ in $(seq 1 100); do coord_runs "$pid" "${COORD_CFG[$id]}" || break; sleep 0.1; done
+    coord_runs "$pid" "${COORD_CFG[$id]}" && kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    unset "COORD_PID[$id]"
+  done
+  return 0
+}
 cleanup() {
   set +e
   stop_clickhouse
+  stop_coord
   # compat_stop's `wait` returns the server's exit status (143 after SIGTERM), which would trip
   # set -e inside it; called as the left side of `||`, errexit is off for its whole body.
   compat_stop || true
@@ -151,6 +190,32 @@ fi
 # we never use it and never touch it.
 echo "# $(clickhouse-client --version 2>&1 | head -n1); server binary $CH_SERVER_BIN"
 
+# ---- the ensemble's four-letter words -----------------------------------------------------------
+srvr_mode() {   # srvr_mode ID: the server's Mode (leader, follower...), empty if it does not serve
+  FLW_TIMEOUT=2 "$REPO/scripts/zookeeper/4lw.sh" srvr "${COORD_PORT[$1]}" 127.0.0.1 2>/dev/null \
+    | sed -n 's/^Mode: //p'
+}
+wait_ensemble() {   # wait_ensemble SECONDS: until every live server of the ensemble has a Mode
+  local deadline=$((SECONDS + $1)) id all
+  while :; do
+    all=1
+    for id in "${!COORD_PID[@]}"; do
+      coord_runs "${COORD_PID[$id]}" "${COORD_CFG[$id]}" || continue
+      [[ -n "$(srvr_mode "$id")" ]] || all=0
+    done
+    ((all)) && return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+leader_id() {   # the id of the server whose srvr says Mode: leader (empty if none)
+  local id
+  for id in "${!COORD_PID[@]}"; do
+    coord_runs "${COORD_PID[$id]}" "${COORD_CFG[$id]}" || continue
+    if [[ "$(srvr_mode "$id")" == leader ]]; then echo "$id"; return; fi
+  done
+}
+
 # ---- free ports --------------------------------------------------------------------------------
 declare -A USED_PORTS=()
 free_port() {
@@ -168,7 +233,6 @@ free_port() {
 # Called in the current shell (not in $(...)) so that USED_PORTS remembers every port.
 alloc_port() { local -n _out=$1; _out="$(free_port)"; USED_PORTS[$_out]=1; }
 
-alloc_port ZK_PORT
 for node in a b; do
   alloc_port TCP[$node]
   alloc_port HTTP[$node]
@@ -176,30 +240,77 @@ for node in a b; do
 done
 
 # ---- server under test -------------------------------------------------------------------------
-mkdir -p "$CH_DIR/coord/data"
-cat >"$CH_DIR/coord/zoo.cfg" <<EOF
+if [[ "$MODE" == standalone ]]; then
+  alloc_port ZK_PORT
+  mkdir -p "$RUN_DIR/coord/data"
+  cat >"$RUN_DIR/coord/zoo.cfg" <<EOF
 tickTime=2000
-dataDir=$CH_DIR/coord/data
+dataDir=$RUN_DIR/coord/data
 clientPort=$ZK_PORT
 clientPortAddress=127.0.0.1
 maxClientCnxns=0
 EOF
-COORD_LOG="$CH_DIR/coord/server.log"
-echo "# server under test: $COMPAT_SERVER on 127.0.0.1:$ZK_PORT"
-if compat_start "$CH_DIR/coord/zoo.cfg" "$COORD_LOG"; then
-  echo "$COMPAT_PID" >>"$CH_DIR/pids"
-  ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
+  COORD_LOG="$RUN_DIR/coord/server.log"
+  echo "# server under test: $COMPAT_SERVER on 127.0.0.1:$ZK_PORT"
+  if compat_start "$RUN_DIR/coord/zoo.cfg" "$COORD_LOG"; then
+    echo "$COMPAT_PID" >>"$CH_DIR/pids"
+    ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
+  else
+    [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$CH_DIR/pids"
+    not_ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
+    tail -n 40 "$COORD_LOG" 2>/dev/null | comment
+    exit 1
+  fi
+  ZK_NODES=("127.0.0.1:$ZK_PORT")
 else
-  [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$CH_DIR/pids"
-  not_ok "$COMPAT_SERVER listens on 127.0.0.1:$ZK_PORT"
-  tail -n 40 "$COORD_LOG" 2>/dev/null | comment
-  exit 1
+  # Three servers, the same server.N lines in every zoo.cfg, a myid in each data directory.
+  declare -A QUORUM=() ELECTION=()
+  servers=""
+  for id in 1 2 3; do
+    alloc_port COORD_PORT[$id]
+    alloc_port QUORUM[$id]
+    alloc_port ELECTION[$id]
+    servers+="server.$id=127.0.0.1:${QUORUM[$id]}:${ELECTION[$id]}"$'\n'
+  done
+  ZK_NODES=()
+  for id in 1 2 3; do
+    dir="$RUN_DIR/coord-$id"
+    mkdir -p "$dir/data"
+    echo "$id" >"$dir/data/myid"
+    cat >"$dir/zoo.cfg" <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=${COORD_PORT[$id]}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+4lw.commands.whitelist=srvr,stat,mntr,ruok,conf
+$servers
+EOF
+    COORD_CFG[$id]="$dir/zoo.cfg"
+    case "$COMPAT_SERVER" in
+      warden) "$(compat_warden_bin)" server --zoo-cfg "$dir/zoo.cfg" >"$dir/server.log" 2>&1 & ;;
+      zookeeper) "$REPO/scripts/zookeeper/run.sh" "$dir/zoo.cfg" >"$dir/server.log" 2>&1 & ;;
+    esac
+    COORD_PID[$id]=$!
+    echo "${COORD_PID[$id]}" >>"$CH_DIR/pids"
+    ZK_NODES+=("127.0.0.1:${COORD_PORT[$id]}")
+  done
+  COORD_LOG="$RUN_DIR/coord-*/server.log"
+  echo "# servers under test: a 3-server $COMPAT_SERVER ensemble on ${ZK_NODES[*]}"
+  if wait_ensemble 60; then
+    ok "the 3-server $COMPAT_SERVER ensemble serves (every server answers srvr with a Mode)"
+  else
+    not_ok "the 3-server $COMPAT_SERVER ensemble serves within 60 s"
+    for id in 1 2 3; do tail -n 20 "$RUN_DIR/coord-$id/server.log" 2>/dev/null | comment; done
+    exit 1
+  fi
 fi
 
 # ---- optional capture of the ZooKeeper traffic (CH_CAPTURE=DIR) ------------------------------
-CH_ZK_PORT=$ZK_PORT
 PROXY_PID=""
-if [[ -n "${CH_CAPTURE:-}" ]]; then
+if [[ -n "${CH_CAPTURE:-}" && "$MODE" == standalone ]]; then
   mkdir -p "$CH_CAPTURE"
   CH_CAPTURE="$(cd "$CH_CAPTURE" && pwd)"
   python3 "$REPO/scripts/golden/capture_proxy.py" --upstream "127.0.0.1:$ZK_PORT" \
@@ -215,12 +326,21 @@ if [[ -n "${CH_CAPTURE:-}" ]]; then
   read -r -t 10 reply <&4 || true
   exec 4>&-
   echo "# capturing ClickHouse's ZooKeeper traffic into $CH_CAPTURE (proxy on 127.0.0.1:$proxy_listen: $reply)"
-  CH_ZK_PORT=$proxy_listen
+  ZK_NODES=("127.0.0.1:$proxy_listen")
 fi
 
 # ---- ClickHouse configuration ------------------------------------------------------------------
+zookeeper_nodes() {   # ClickHouse's <node> elements for ZK_NODES (host:port)
+  local i=0 hp
+  for hp in "${ZK_NODES[@]}"; do
+    i=$((i + 1))
+    printf '        <node index="%d">\n            <host>%s</host>\n            <port>%s</port>\n        </node>\n' \
+      "$i" "${hp%:*}" "${hp##*:}"
+  done
+}
+
 write_config() {
-  local node=$1 dir="$CH_DIR/ch-$1"
+  local node=$1 dir="$RUN_DIR/ch-$1"
   mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas" "$dir/log"
   cat >"$dir/users.xml" <<'EOF'
 <?xml version="1.0"?>
@@ -293,10 +413,7 @@ EOF
     <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
 
     <zookeeper>
-        <node index="1">
-            <host>127.0.0.1</host>
-            <port>$CH_ZK_PORT</port>
-        </node>
+$(zookeeper_nodes)
         <session_timeout_ms>30000</session_timeout_ms>
     </zookeeper>
 
@@ -330,7 +447,7 @@ ch() { # ch <node> <sql> [clickhouse-client options...]
 }
 
 start_clickhouse() {
-  local node=$1 dir="$CH_DIR/ch-$1"
+  local node=$1 dir="$RUN_DIR/ch-$1"
   write_config "$node"
   "$CH_SERVER_BIN" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
   CH_PID[$node]=$!
@@ -338,7 +455,7 @@ start_clickhouse() {
 }
 
 wait_clickhouse() {
-  local node=$1 dir="$CH_DIR/ch-$1" deadline=$((SECONDS + 90))
+  local node=$1 dir="$RUN_DIR/ch-$1" deadline=$((SECONDS + 90))
   while ((SECONDS < deadline)); do
     if ! kill -0 "${CH_PID[$node]}" 2>/dev/null; then
       not_ok "clickhouse $node starts (it exited)"
@@ -537,7 +654,74 @@ scenario() {
   done
 }
 
+# ---- ensemble only: the leader killed during INSERTs ------------------------------------------
+# insert_retrying NODE SQL: retries the INSERT (90 s at most) until ClickHouse acknowledges it.
+# Retrying the same block is safe: a block that did get in is deduplicated by its hash.
+RETRIES=0
+insert_retrying() {
+  local node=$1 sql=$2 deadline=$((SECONDS + 90)) out
+  while :; do
+    if out="$(ch "$node" "$sql" 2>&1)"; then return 0; fi
+    RETRIES=$((RETRIES + 1))
+    if ((SECONDS >= deadline)); then
+      echo "# INSERT on $node not acknowledged within 90 s: $sql"
+      printf '%s\n' "$out" | tail -n 5 | comment
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+failover() {
+  local rows=60 kill_at=20 i node leader new_leader acked=0 want
+  for node in a b; do
+    exec_ok "CREATE TABLE f ReplicatedMergeTree on $node" "$node" \
+      "CREATE TABLE f (id UInt32, node String) ENGINE = ReplicatedMergeTree('/clickhouse/tables/01/f', '{replica}') ORDER BY id" \
+      || return 1
+  done
+  leader="$(leader_id)"
+  [[ -n "$leader" ]] || { not_ok "the ensemble has a leader before the kill"; return 1; }
+  for ((i = 1; i <= rows; i++)); do
+    node=$( ((i % 2)) && echo a || echo b)
+    if ((i == kill_at)); then
+      # The SIGKILL lands while this INSERT (and the next ones) are under way.
+      (sleep 0.05; kill -9 "${COORD_PID[$leader]}") &
+      echo "# INSERT $i of $rows: SIGKILL to the leader, server $leader (pid ${COORD_PID[$leader]})"
+    fi
+    insert_retrying "$node" "INSERT INTO f VALUES ($i, '$node')" && acked=$((acked + 1))
+  done
+  wait "$!" 2>/dev/null || true
+  if ! coord_runs "${COORD_PID[$leader]}" "${COORD_CFG[$leader]}"; then
+    ok "the leader (server $leader) was killed with SIGKILL during INSERT $kill_at of $rows"
+  else
+    not_ok "the leader (server $leader) was killed with SIGKILL"
+  fi
+  if [[ $acked == "$rows" ]]; then
+    ok "all $rows INSERTs acknowledged ($RETRIES retried attempts across the failover)"
+  else
+    not_ok "all $rows INSERTs acknowledged (only $acked; $RETRIES retried attempts)"
+  fi
+  new_leader="$(leader_id)"
+  if [[ -n "$new_leader" && "$new_leader" != "$leader" ]]; then
+    ok "a new leader among the two remaining servers (server $new_leader)"
+  else
+    not_ok "a new leader among the two remaining servers (srvr: '${new_leader}')"
+  fi
+  want="$rows	$((rows * (rows + 1) / 2))"
+  for node in a b; do
+    expect "every inserted row is on $node, once" "$node" "SELECT count(), sum(id) FROM f" "$want" "$WAIT"
+    expect "replica $node of f: writable, 2 of 2 active, empty queue" "$node" \
+      "SELECT is_readonly, queue_size, active_replicas FROM system.replicas WHERE table = 'f'" \
+      $'0\t0\t2' "$WAIT"
+  done
+  expect "each row is the one inserted on the replica it was sent to" a \
+    "SELECT countIf(node = if(id % 2 = 1, 'a', 'b')) FROM f" "$rows" "$WAIT"
+}
+
 scenario || true
+if [[ "$MODE" == ensemble ]]; then
+  failover || true
+fi
 stop_clickhouse
 
 if [[ -n "${CH_CAPTURE:-}" ]]; then
@@ -554,14 +738,16 @@ fi
 if ((FAILED > 0)); then
   echo "# --- failure: log tails ---"
   for node in a b; do
-    for f in "$CH_DIR/ch-$node/log/server.err.log" "$CH_DIR/ch-$node/log/stdout.log"; do
+    for f in "$RUN_DIR/ch-$node/log/server.err.log" "$RUN_DIR/ch-$node/log/stdout.log"; do
       if [[ -s "$f" ]]; then
         echo "# $node: tail of $f"
         tail -n 40 "$f" | comment
       fi
     done
   done
-  echo "# tail of the $COMPAT_SERVER log ($COORD_LOG)"
-  tail -n 40 "$COORD_LOG" 2>/dev/null | comment
+  for f in $COORD_LOG; do
+    echo "# tail of the $COMPAT_SERVER log ($f)"
+    tail -n 40 "$f" 2>/dev/null | comment
+  done
 fi
 ((FAILED == 0))

@@ -16,14 +16,17 @@ turns unknown zoo.cfg keys into `zookeeper.X` system properties; Warden reads th
 way). Other JVM properties (JAAS login file, file.encoding, readonlymode.enabled) can only be
 passed to a JVM: they go to ZooKeeper through ZK_JVM_OPTS and have no Warden equivalent.
 
-Only a single standalone server is supported (ZOOKEEPER_CLUSTER_SIZE=1); the few tests that
-need a multi-server ensemble (failover, read-only mode, reconfig) are skipped with a reason
-(SKIPS below). Any other skip counts as a failure (EXPECTED_SKIP_REASONS).
+ZOOKEEPER_CLUSTER_SIZE servers: with 1 (run.sh's standalone run), a standalone server, and the
+few tests that need an ensemble (failover, read-only mode, reconfig) are skipped with a reason
+(SKIPS below); with more (its ensemble run), an ensemble started from kazoo's server.N lines and
+myid files, and nothing is skipped for that. Any other skip counts as a failure
+(EXPECTED_SKIP_REASONS).
 
 The plugin also records every test's outcome in $KAZOO_COMPAT_WORK/results.jsonl as it happens
 and the number of collected tests in collected.txt, so run.sh can print counts even if the hard
-time limit kills pytest. `python kazoo_compat_plugin.py summarize WORK` prints
-"N M K" = passed, failed (failed + errors + collected but never finished), skipped.
+time limit kills pytest. `python kazoo_compat_plugin.py summarize WORK [KNOWN]` prints
+"N M K U" = passed, failed (failed + errors + collected but never finished), skipped, and
+failed but not listed in the known-failures file KNOWN (known-failures-warden.txt).
 """
 
 import json
@@ -40,22 +43,23 @@ import pytest
 
 log = logging.getLogger("kazoo_compat")
 
-# Tests that cannot run against one standalone server, with the reason; each needs something a
-# standalone Apache ZooKeeper lacks as well. Keyed by the end of the pytest node id
-# ("::test" matches the test in every class that inherits it, e.g. TestClient's tests rerun by
-# TestGeventClient and TestEventletClient). Kept deliberately short: see README.md.
+# Tests that need an ensemble, with the reason; skipped in the standalone run
+# (ZOOKEEPER_CLUSTER_SIZE=1), where a standalone Apache ZooKeeper fails them as well. run.sh runs
+# them in its ensemble run (3 servers). Keyed by the end of the pytest node id ("::test"
+# matches the test in every class that inherits it, e.g. TestClient's tests rerun by
+# TestGeventClient and TestEventletClient). See README.md.
 SKIPS = {
     "::test_update_host_list": (
-        "needs a 3-server ensemble: stops server 0 and expects the client to stay connected "
-        "through the other servers of self.servers"
+        "needs a 3-server ensemble (runs in the ensemble run): stops server 0 and expects the "
+        "client to stay connected through the other servers of self.servers"
     ),
     "test_connection.py::TestReadOnlyMode::test_read_only": (
-        "needs a 3-server ensemble: stops servers 1 and 2 (self.cluster[1], [2]) so that the "
-        "remaining one loses quorum and serves read-only"
+        "needs a 3-server ensemble (runs in the ensemble run): stops servers 1 and 2 "
+        "(self.cluster[1], [2]) so that the remaining one loses quorum and serves read-only"
     ),
     "test_client.py::TestReconfig::": (
-        "dynamic reconfiguration needs an ensemble: a standalone ZooKeeper answers every "
-        "reconfig with UNIMPLEMENTED, the test expects a reconfig-enabled quorum"
+        "dynamic reconfiguration needs an ensemble (runs in the ensemble run): a standalone "
+        "ZooKeeper answers every reconfig with UNIMPLEMENTED"
     ),
 }
 
@@ -110,6 +114,7 @@ class CompatServer(object):
     def __init__(
         self,
         server_info,
+        peers=(),
         configuration_entries=(),
         java_system_properties=(),
         jaas_config=None,
@@ -117,7 +122,7 @@ class CompatServer(object):
     ):
         self.server_info = server_info
         self.host = "127.0.0.1"
-        self.peers = ()
+        self.peers = tuple(peers)
         self.configuration_entries = list(configuration_entries)
         self.java_system_properties = list(java_system_properties)
         self.jaas_config = jaas_config
@@ -178,6 +183,22 @@ class CompatServer(object):
         for prop in self.java_system_properties:
             if prop.startswith("-Dzookeeper."):
                 lines.append(prop[len("-Dzookeeper."):])
+        if self.kind == "warden":
+            # kazoo always starts ZooKeeper with -Dreadonlymode.enabled=true; Warden reads that
+            # setting from zoo.cfg (and warns that it has no read-only mode yet).
+            lines.append("readonlymode.enabled=true")
+        if self.peers:
+            # A replicated setup, as kazoo's ManagedZooKeeper writes it (its initLimit,
+            # syncLimit, server.N lines with the peer type, peerType), except that the servers
+            # are named 127.0.0.1 rather than localhost (loopback IPv4 only, whatever localhost
+            # resolves to).
+            lines += ["initLimit=4", "syncLimit=2"]
+            for p in sorted((self.server_info,) + self.peers, key=lambda i: i.server_id):
+                lines.append(
+                    "server.%d=%s:%d:%d:%s"
+                    % (p.server_id, self.host, p.leader_port, p.election_port, p.peer_type)
+                )
+            lines.append("peerType=%s" % self.server_info.peer_type)
         with open(self.config_path, "w") as f:
             f.write("\n".join(lines) + "\n")
         with open(os.path.join(data_path, "myid"), "w") as f:
@@ -309,55 +330,112 @@ class CompatServer(object):
         return "%s:%s" % (self.host, self.secure_client_port)
 
 
+def _four_letter_word(host, port, word, timeout=2.0):
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            s.settimeout(timeout)
+            chunks = []
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _make_cluster_class():
     from kazoo.testing import common
 
     class CompatCluster(common.ZookeeperCluster):
-        """kazoo's ZookeeperCluster with CompatServer instead of ManagedZooKeeper; one server."""
+        """kazoo's ZookeeperCluster with CompatServer instead of ManagedZooKeeper: `size`
+        servers (ZOOKEEPER_CLUSTER_SIZE), numbered and given ports as kazoo does (server i+1:
+        client port offset+10i, TLS +4, election +1, quorum +2, admin +3; observers from
+        observer_start_id), each with kazoo's zoo.cfg and, for more than one, the server.N
+        lines of all of them and its myid."""
 
         def __init__(
             self,
             install_path=None,
             classpath=None,
-            size=1,
+            size=3,
             port_offset=20000,
             observer_start_id=-1,
             configuration_entries=(),
             java_system_properties=(),
             jaas_config=None,
         ):
-            if size != 1:
-                raise RuntimeError(
-                    "the compat runner supports one standalone server only "
-                    "(ZOOKEEPER_CLUSTER_SIZE=1), not %d" % size
-                )
+            if size < 1:
+                raise RuntimeError("a cluster needs at least one server, not %d" % size)
             self._install_path = install_path
             self._classpath = classpath
             self._servers = []
             self._ssl_configuration = {}
             self.perform_ssl_certs_generation()
-            # kazoo's layout: client port at the offset, TLS port at offset + 4. Ports below
-            # the ephemeral range (20000 by default); move up if something already uses them.
+            # kazoo's layout. Ports below the ephemeral range (20000 by default); move up if
+            # something already uses one of them.
             port = port_offset
-            while not (_port_free(port) and _port_free(port + 4)):
-                port += 10
+            while not all(
+                _port_free(port + 10 * i + k) for i in range(size) for k in range(5)
+            ):
+                port += 10 * size
                 if port > port_offset + 5000:
-                    raise RuntimeError("no free port pair from %d on" % port_offset)
-            info = common.ServerInfo(1, port, port + 4, port + 1, port + 2, port + 3, "participant")
-            self._servers.append(
-                CompatServer(
-                    info,
-                    configuration_entries=configuration_entries,
-                    java_system_properties=java_system_properties,
-                    jaas_config=jaas_config,
-                    ssl_configuration=dict(self._ssl_configuration),
+                    raise RuntimeError("no %d free port blocks from %d on" % (size, port_offset))
+            infos = []
+            for i in range(size):
+                server_id = i + 1
+                if observer_start_id != -1 and server_id >= observer_start_id:
+                    peer_type = "observer"
+                else:
+                    peer_type = "participant"
+                base = port + 10 * i
+                infos.append(
+                    common.ServerInfo(
+                        server_id, base, base + 4, base + 1, base + 2, base + 3, peer_type
+                    )
                 )
-            )
+            for info in infos:
+                self._servers.append(
+                    CompatServer(
+                        info,
+                        peers=[p for p in infos if p is not info] if size > 1 else (),
+                        configuration_entries=configuration_entries,
+                        java_system_properties=java_system_properties,
+                        jaas_config=jaas_config,
+                        ssl_configuration=dict(self._ssl_configuration),
+                    )
+                )
 
         def start(self):
-            # kazoo sleeps 2 s after starting; CompatServer.run waits for the port instead.
-            for server in self:
+            # kazoo starts the servers in reverse order, then sleeps 2 s. Here each run() waits
+            # for its client port, and an ensemble is then given up to 60 s until every
+            # server answers `srvr` with a Mode (it has a leader and serves).
+            for server in reversed(list(self)):
                 server.run()
+            if len(self._servers) > 1:
+                self.wait_serving(60)
+
+        def wait_serving(self, seconds):
+            deadline = time.monotonic() + seconds
+            waiting = [s for s in self if s.running]
+            while waiting:
+                waiting = [
+                    s
+                    for s in waiting
+                    if "Mode: " not in _four_letter_word(s.host, s.client_port, "srvr")
+                ]
+                if not waiting:
+                    return
+                if time.monotonic() > deadline:
+                    log.warning(
+                        "ensemble not serving after %d s: %s",
+                        seconds,
+                        ", ".join(s.address for s in waiting),
+                    )
+                    return
+                time.sleep(0.2)
 
     return CompatCluster
 
@@ -407,8 +485,21 @@ def pytest_runtest_makereport(item, call):
             )
 
 
+def _selected(nodeid, keys):
+    return any(nodeid.startswith(k) or nodeid.endswith(k) for k in keys)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    skips = dict(SKIPS)
+    # KAZOO_COMPAT_SELECT (run.sh's ensemble run): space-separated keys; a test runs if its
+    # node id starts or ends with one of them, the others are deselected.
+    keys = _env("KAZOO_COMPAT_SELECT", "").split()
+    if keys:
+        keep = [i for i in items if _selected(i.nodeid, keys)]
+        dropped = [i for i in items if not _selected(i.nodeid, keys)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    skips = dict(SKIPS) if int(_env("ZOOKEEPER_CLUSTER_SIZE", "1")) == 1 else {}
     if _env("COMPAT_SERVER", "warden") == "warden":
         skips.update(WARDEN_GAPS)
     for item in items:
@@ -457,10 +548,37 @@ def pytest_runtest_logreport(report):
 # summary for run.sh
 
 
-def summarize(work):
-    """passed, failed, skipped from results.jsonl. A test failed if any phase failed (setup
-    or teardown errors included); skipped if it was skipped and did not fail; passed if its
-    call passed and nothing failed; collected tests without an outcome count as failed."""
+def _read_known(path):
+    """Known failures: "node-id-suffix  reason" lines, # comments. A key matches a test as the
+    SKIPS keys do (end of the node id, or contained in it if it ends with ::)."""
+    known = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                key, _, reason = line.partition(" ")
+                known[key] = reason.strip()
+    except OSError:
+        pass
+    return known
+
+
+def _known_reason(known, nodeid):
+    for key, reason in known.items():
+        if nodeid.endswith(key) or (key.endswith("::") and key in nodeid):
+            return reason
+    return None
+
+
+def summarize(work, known_path=None):
+    """passed, failed, skipped, new (failed and not a known failure) from results.jsonl. A
+    test failed if any phase failed (setup or teardown errors included); skipped if it was
+    skipped and did not fail; passed if its call passed and nothing failed; collected tests
+    without an outcome count as failed (and new). Writes failures.txt in work: one line per
+    failed test, "known <id> <reason>" or "new <id>", and "fixed <id>" for a known failure
+    that passed."""
     outcome = {}
     rank = {"passed": 0, "skipped": 1, "failed": 2}
     try:
@@ -475,20 +593,39 @@ def summarize(work):
                     outcome[r["id"]] = o
     except OSError:
         pass
+    known = _read_known(known_path) if known_path else {}
     passed = sum(1 for o in outcome.values() if o == "passed")
     failed = sum(1 for o in outcome.values() if o == "failed")
     skipped = sum(1 for o in outcome.values() if o == "skipped")
+    lines = []
+    new = 0
+    for nodeid, o in sorted(outcome.items()):
+        reason = _known_reason(known, nodeid)
+        if o == "failed":
+            if reason is None:
+                new += 1
+                lines.append("new %s" % nodeid)
+            else:
+                lines.append("known %s %s" % (nodeid, reason))
+        elif o == "passed" and reason is not None:
+            lines.append("fixed %s" % nodeid)
     try:
         with open(os.path.join(work, "collected.txt")) as f:
             collected = int(f.read().strip())
     except (OSError, ValueError):
         collected = len(outcome)
-    failed += max(0, collected - len(outcome))
-    return passed, failed, skipped
+    unfinished = max(0, collected - len(outcome))
+    if unfinished:
+        lines.append("new (%d collected tests never finished)" % unfinished)
+    failed += unfinished
+    new += unfinished
+    with open(os.path.join(work, "failures.txt"), "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return passed, failed, skipped, new
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "summarize":
-        print("%d %d %d" % summarize(sys.argv[2]))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "summarize":
+        print("%d %d %d %d" % summarize(*sys.argv[2:]))
     else:
-        sys.exit("usage: kazoo_compat_plugin.py summarize WORK")
+        sys.exit("usage: kazoo_compat_plugin.py summarize WORK [KNOWN-FAILURES-FILE]")
