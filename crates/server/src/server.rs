@@ -363,6 +363,11 @@ async fn follow_leadership(ctx: Arc<Context>) {
             if serving {
                 tracing::info!(leader = ?now.1, "serving clients");
                 ctx.replica().close_read_only();
+                if now.1 == Some(me) {
+                    // A leader that was cut off from its quorum and kept its term: the
+                    // sessions' clients could not reach it either.
+                    ctx.replica().grant_full_timeouts(Instant::now());
+                }
             } else {
                 tracing::warn!(
                     "not serving clients: no quorum (client connections are closed until a \
@@ -400,7 +405,9 @@ async fn expire_sessions(ctx: Arc<Context>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if !ctx.consensus.is_leader() {
+        // A leader without its quorum expires nothing: its sessions' clients may be talking to
+        // the other servers, and its closes could not commit anyway.
+        if !ctx.consensus.is_leader() || !ctx.serving() {
             continue;
         }
         let expired = ctx.replica().take_expired(Instant::now());

@@ -214,6 +214,11 @@ async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiv
         Err(e) => e,
     };
     tracing::info!(leader, %addr, "forward channel to the leader closed: {why}");
+    // A refused connection means the leader's process is gone; a broken one gets a moment
+    // to be replaced.
+    let refused =
+        matches!(&why, WireError::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
+    ctx.consensus.leader_unreachable(leader, refused);
     ctx.replica()
         .close_writers("the channel to the leader closed");
     // Dropping the senders fails every read index still waiting.

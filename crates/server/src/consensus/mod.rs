@@ -142,11 +142,48 @@ pub(crate) struct Liveness {
     /// Milliseconds after `started`; 0 = never.
     leader_heard: AtomicU64,
     leader_heard_from: AtomicU64,
+    /// When a connection from or to the leader broke (ms after `started`; 0 = none since
+    /// it was last heard from): unless it is heard from again within `RECONNECT_GRACE`, it
+    /// is taken for gone at once, without waiting out an election timeout, as ZooKeeper's
+    /// followers drop their clients as soon as the leader's connection breaks.
+    leader_lost: AtomicU64,
 }
+
+/// How long a leader whose connection broke has to be heard from again over a new one.
+const RECONNECT_GRACE_MS: u64 = 300;
 
 impl Liveness {
     fn elapsed_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64 + 1
+    }
+
+    /// Whether the leader `leader` is believed alive: heard from within `timeout_ms`, and not
+    /// silent since one of its connections broke.
+    fn leader_alive(&self, leader: u64, timeout_ms: u64) -> bool {
+        let now = self.elapsed_ms();
+        let heard = self.leader_heard.load(Ordering::Relaxed);
+        if heard == 0 || self.leader_heard_from.load(Ordering::Relaxed) != leader {
+            return false;
+        }
+        let lost = self.leader_lost.load(Ordering::Relaxed);
+        let broke_unheard =
+            lost != 0 && lost >= heard && now.saturating_sub(lost) > RECONNECT_GRACE_MS;
+        now.saturating_sub(heard) <= timeout_ms && !broke_unheard
+    }
+
+    /// A connection with the leader broke; `definitely` when it could not even be opened
+    /// (the process is gone), so no grace is given.
+    pub(crate) fn connection_lost(&self, leader: u64, definitely: bool) {
+        if self.leader_heard_from.load(Ordering::Relaxed) != leader {
+            return;
+        }
+        let now = self.elapsed_ms();
+        let at = if definitely {
+            now.saturating_sub(RECONNECT_GRACE_MS + 1).max(1)
+        } else {
+            now
+        };
+        self.leader_lost.store(at, Ordering::Relaxed);
     }
 }
 
@@ -287,6 +324,7 @@ impl Consensus {
                 started: Instant::now(),
                 leader_heard: AtomicU64::new(0),
                 leader_heard_from: AtomicU64::new(0),
+                leader_lost: AtomicU64::new(0),
             }),
             leader_timeout,
             pending_read_indexes: Arc::default(),
@@ -404,6 +442,14 @@ impl Consensus {
         self.committed.get()
     }
 
+    /// The leader could not be reached on the forward channel (the connection was refused or
+    /// broke): this server stops serving until it hears from a leader again.
+    pub fn leader_unreachable(&self, leader: u64, refused: bool) {
+        if self.leader() == Some(leader) && leader != self.identity.me {
+            self.liveness.connection_lost(leader, refused);
+        }
+    }
+
     /// Whether this member is catching up after losing its data (it does not vote).
     pub fn recovering(&self) -> bool {
         self.recovery.recovering()
@@ -461,10 +507,7 @@ impl Consensus {
                 .last_quorum_acked
                 .is_some_and(|at| at.elapsed().as_millis() as u64 <= timeout_ms);
         }
-        let heard = self.liveness.leader_heard.load(Ordering::Relaxed);
-        heard != 0
-            && self.liveness.leader_heard_from.load(Ordering::Relaxed) == leader
-            && self.liveness.elapsed_ms().saturating_sub(heard) <= timeout_ms
+        self.liveness.leader_alive(leader, timeout_ms)
     }
 
     /// Changes of leader or term, to watch for leadership changes.

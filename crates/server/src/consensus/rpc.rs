@@ -29,7 +29,12 @@ pub(super) async fn serve(
     loop {
         let frame = match reader.next().await {
             Ok(frame) => frame,
-            Err(e) => return e,
+            Err(e) => {
+                if matches!(e, WireError::Closed | WireError::Io(_)) {
+                    consensus.liveness.connection_lost(from, false);
+                }
+                return e;
+            }
         };
         if frame.group != GROUP_MAIN {
             return WireError::Handshake(format!("unknown Raft group {}", frame.group));
@@ -166,5 +171,7 @@ impl Liveness {
             .store(self.elapsed_ms(), std::sync::atomic::Ordering::Relaxed);
         self.leader_heard_from
             .store(from, std::sync::atomic::Ordering::Relaxed);
+        self.leader_lost
+            .store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }
