@@ -330,13 +330,20 @@ impl Session {
             return Ok(());
         }
         // The leader learns the session is here before the client is answered, so that no
-        // write it left behind on another server can be applied after the answer.
-        let valid = self
-            .ctx
-            .replica()
-            .state()
-            .session(request.session_id)
-            .is_some_and(|s| s.password == request.password);
+        // write it left behind on another server can be applied after the answer. A session
+        // this server does not know may be one it has not applied yet (it has just restarted,
+        // or lags): it catches up with the leader before it says "expired".
+        let known = |ctx: &Context| {
+            ctx.replica()
+                .state()
+                .session(request.session_id)
+                .is_some_and(|s| s.password == request.password)
+        };
+        let mut valid = known(&self.ctx);
+        if !valid && !self.ctx.consensus.standalone() {
+            self.catch_up().await?;
+            valid = known(&self.ctx);
+        }
         if valid {
             self.revalidate(request.session_id).await?;
         }
@@ -410,6 +417,12 @@ impl Session {
         while self.ctx.replica().outstanding(self.connection) > 0 {
             progress.notified().await;
         }
+        self.catch_up().await
+    }
+
+    /// Waits until this server has applied everything the leader had committed when asked
+    /// (ReadIndex).
+    async fn catch_up(&self) -> Result<(), Closed> {
         let leader = self.ctx.consensus.leader().ok_or(Closed::NoLeader)?;
         let index = if leader == self.ctx.consensus.node_id() {
             self.ctx.consensus.read_index().await

@@ -6,9 +6,10 @@
 //! `version=<hex zxid>`); the leader makes Raft's membership follow it. A reconfig runs on the
 //! leader, in the order of its session's other writes:
 //!
-//! 1. checks: reconfig enabled, the caller may write `/zookeeper/config` (super user or its
-//!    ACL), `fromConfig` equals the current version, the request parses, the result differs
-//!    and has a voter, and a quorum of the new voters is in touch with the leader now;
+//! 1. checks, in ZooKeeper's order: reconfig enabled, `fromConfig` equals the current version,
+//!    the request parses, the caller may write `/zookeeper/config` (super user or its ACL),
+//!    the result differs and has a voter, and a quorum of the new voters is in touch with the
+//!    leader now;
 //! 2. the new members join (as learners, then as voters), members that leave stay for now;
 //! 3. the new configuration is written to `/zookeeper/config` through the log: that entry
 //!    answers the client, on its own server, in its session's order; every server that is
@@ -201,9 +202,8 @@ async fn prepare(
     if !ctx.config.cluster.reconfig_enabled || ctx.consensus.standalone() {
         return Err(ErrorCode::RECONFIG_DISABLED);
     }
-    if !may_reconfigure(ctx, auth) {
-        return Err(ErrorCode::NO_AUTH);
-    }
+    // In ZooKeeper's order (PrepRequestProcessor): the version and the arguments are checked
+    // before the caller's right to reconfigure (kazoo's and go-zookeeper's tests expect it).
     let (members, version) = current(ctx);
     if request.cur_config_id != -1 && request.cur_config_id != version {
         return Err(ErrorCode::BAD_VERSION);
@@ -212,6 +212,9 @@ async fn prepare(
         tracing::info!("reconfig refused: {why}");
         ErrorCode::BAD_ARGUMENTS
     })?;
+    if !may_reconfigure(ctx, auth) {
+        return Err(ErrorCode::NO_AUTH);
+    }
     if wanted == members || !wanted.iter().any(|m| m.role == Role::Participant) {
         tracing::info!("reconfig refused: no change, or no participant left");
         return Err(ErrorCode::BAD_ARGUMENTS);
