@@ -391,21 +391,35 @@ impl Session {
             return Ok(());
         }
         let me = ctx.consensus.node_id();
-        match ctx.consensus.leader() {
-            Some(leader) if leader == me => {
-                ctx.replica().claim_session(session_id, me);
-                Ok(())
-            }
-            Some(leader) => {
-                let revalidating = ctx.forwarder.revalidate(ctx, leader, session_id);
-                match tokio::time::timeout(crate::cluster::wire::HANDSHAKE_TIMEOUT, revalidating)
-                    .await
-                {
-                    Ok(Ok(())) => Ok(()),
-                    _ => Err(Closed::LeaderChanged),
+        // A leader that has just died is not given up on at once: the client would run out of
+        // servers to try while the others elect a new one. The handshake waits for the next
+        // leader, within a bound.
+        let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
+        loop {
+            let seen = (ctx.consensus.status().term, ctx.consensus.leader());
+            let revalidated = match seen.1 {
+                Some(leader) if leader == me => {
+                    ctx.replica().claim_session(session_id, me);
+                    return Ok(());
                 }
+                Some(leader) => {
+                    let revalidating = ctx.forwarder.revalidate(ctx, leader, session_id);
+                    matches!(
+                        tokio::time::timeout_at(deadline, revalidating).await,
+                        Ok(Ok(()))
+                    )
+                }
+                None => false,
+            };
+            if revalidated {
+                return Ok(());
             }
-            None => Err(Closed::NoLeader),
+            if tokio::time::timeout_at(deadline, ctx.consensus.changed(seen))
+                .await
+                .is_err()
+            {
+                return Err(Closed::LeaderChanged);
+            }
         }
     }
 

@@ -183,8 +183,14 @@ impl Replica {
             "closing client connections: {why}"
         );
         for client in self.clients.values_mut() {
-            client.handshake = None;
-            client.out.close();
+            // A resume that waits for the next leader to revalidate it is left to its bounded
+            // wait (connection::Session::revalidate): closing it would send its client on to
+            // servers that are electing too.
+            let resuming = client.session_id == 0 && client.handshake.is_none();
+            if !resuming {
+                client.handshake = None;
+                client.out.close();
+            }
         }
     }
 

@@ -450,6 +450,11 @@ impl Consensus {
         }
     }
 
+    /// The longest an election can take to start: how long a leader may go unheard.
+    pub fn election_timeout(&self) -> Duration {
+        self.leader_timeout
+    }
+
     /// Whether this member is catching up after losing its data (it does not vote).
     pub fn recovering(&self) -> bool {
         self.recovery.recovering()
