@@ -1,4 +1,7 @@
 """Reproduction of the Warden behaviour behind go-zookeeper's TestIntegration_DNSHostProviderReconnect
+
+Fixed in commits 5d9219c and 3aba12e: Warden now behaves as ZooKeeper does below; the script stays as a
+regression check. What follows describes the behaviour before the fix.
 failing now and then ("dnshostprovider_test.go:170: Create returned error: zk: connection closed").
 
 A 3-server ensemble (tickTime=500) on 127.0.0.1; a client with a session on the leader; the

@@ -1,5 +1,8 @@
 """Reproduction of the Warden bug behind go-zookeeper's TestIntegration_NoQuorum failure.
 
+Fixed in commits 5d9219c and 3f779b7: Warden now behaves as ZooKeeper does below; the script stays as a
+regression check. What follows describes the behaviour before the fix.
+
 A 3-server ensemble (tickTime=500) on 127.0.0.1; a client with a 4 s session connected to one
 server; the two other servers are SIGKILLed, so the client's server is alone without quorum for
 8 s (twice the session timeout); one of the killed servers is restarted and, as soon as both
