@@ -831,3 +831,28 @@ fn a_minority_in_read_only_mode_serves_reads_and_refuses_writes() {
         },
     );
 }
+
+#[test]
+fn sigterm_on_the_leader_hands_leadership_over() {
+    run(
+        "sigterm_on_the_leader_hands_leadership_over",
+        |system| async move {
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let stopped_at = Instant::now();
+            let status = blocking(|| cluster.terminate(leader));
+            assert!(
+                status.success(),
+                "SIGTERM ends the leader cleanly: {status}"
+            );
+            let successor = blocking(|| cluster.wait_for_leader(RECOVERY_MAX));
+            assert_ne!(successor, leader);
+            let client = connect(&cluster.member_connect_string(successor)).await;
+            create_within(&client, "/after-sigterm", RECOVERY_MAX).await;
+            eprintln!(
+                "{system:?}: SIGTERM of the leader to a write through its successor: {:?}",
+                stopped_at.elapsed()
+            );
+        },
+    );
+}

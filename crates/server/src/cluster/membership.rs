@@ -160,7 +160,7 @@ pub async fn reconfig(
         unreachable!("only reconfig requests come here");
     };
     let request = request.clone();
-    let wanted = if IN_PROGRESS.swap(true, Ordering::AcqRel) {
+    let wanted = if !begin(ctx).await {
         Err(ErrorCode::RECONFIG_IN_PROGRESS)
     } else {
         let prepared = prepare(ctx, &request, &proposal.txn.auth).await;
@@ -190,6 +190,21 @@ pub async fn reconfig(
     }
     IN_PROGRESS.store(false, Ordering::Release);
     tokio::spawn(reconcile(ctx.clone()));
+}
+
+/// Takes the one reconfiguration slot. A change whose client was answered may still be
+/// removing the members that left (step 4, usually a few milliseconds): a reconfig that comes
+/// right after it waits for that, up to two election timeouts, rather than fail with
+/// ReconfigInProgress, since to its client the earlier one is over.
+async fn begin(ctx: &Context) -> bool {
+    let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
+    while IN_PROGRESS.swap(true, Ordering::AcqRel) {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }
 
 /// Steps 1 and 2 of the module doc: the checks, then the new members joined. Returns the
