@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
@@ -249,17 +249,23 @@ impl Server {
     }
 }
 
+/// The next connection on `listener`. A failed accept (out of file descriptors and the like)
+/// is logged and retried after a pause rather than spun on.
+pub async fn accept(listener: &TcpListener, what: &str) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting {what} failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: wait rather than spin.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = accept(&listener, "a client").await;
         if let Err(limit) = ctx.admit(peer.ip()) {
             tracing::warn!(%peer, "refusing a connection: {limit} reached");
             continue;

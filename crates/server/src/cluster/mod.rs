@@ -12,7 +12,6 @@ pub mod membership;
 pub mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 
@@ -40,14 +39,7 @@ pub fn refuse_if_moved(ctx: &Context, proposal: &mut Proposal, from: u64) {
 /// Accepts other members' connections on the quorum port until the server stops.
 pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
     loop {
-        let (stream, addr) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "accepting a peer failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (stream, addr) = crate::server::accept(&listener, "a peer").await;
         let ctx = ctx.clone();
         tokio::spawn(async move {
             let identity = ctx.consensus.identity().clone();
