@@ -60,6 +60,14 @@ pub fn encode(state: &State) -> Vec<u8> {
 
 /// Decodes a snapshot made by [`encode`].
 pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
+    let (covered, version) = verify(bytes)?;
+    let z = zstd::stream::read::Decoder::new(&covered[HEADER_BYTES..])?;
+    read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
+}
+
+/// Checks a snapshot's framing and checksum without decoding its body (a restart checks the
+/// newest snapshot before it relies on it); returns the checksummed bytes and format version.
+pub fn verify(bytes: &[u8]) -> Result<(&[u8], u32), SnapshotError> {
     if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
         return Err(SnapshotError::Truncated);
     }
@@ -80,8 +88,7 @@ pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
     if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
-    let z = zstd::stream::read::Decoder::new(&covered[HEADER_BYTES..])?;
-    read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
+    Ok((covered, version))
 }
 
 fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {

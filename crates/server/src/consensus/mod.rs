@@ -80,6 +80,43 @@ pub enum StartError {
     Snapshots { dir: String, source: std::io::Error },
     #[error("consensus: {0}")]
     Raft(String),
+    #[error("the data is damaged ({damage}) and could not be moved aside: {source}")]
+    Quarantine {
+        damage: String,
+        source: std::io::Error,
+    },
+}
+
+impl StartError {
+    /// Whether the error is damaged data (a record or snapshot that does not decode or fails
+    /// its checksum), as opposed to a directory that cannot be used at all.
+    fn is_damage(&self) -> bool {
+        let source = match self {
+            StartError::Log(log_store::OpenError::Io { source, .. }) => source,
+            StartError::Snapshots { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+        )
+    }
+}
+
+/// Opens the log and the snapshot directory, and checks the newest snapshot.
+async fn open_stores(options: &Options) -> Result<(LogStore, SnapshotStore), StartError> {
+    let log = LogStore::open(&options.log_dir, options.identity.me, options.flush_wait).await?;
+    let snapshot_err = |source| StartError::Snapshots {
+        dir: options.snapshot_dir.display().to_string(),
+        source,
+    };
+    let snapshots = SnapshotStore::open(
+        options.snapshot_dir.clone(),
+        options.snapshots_retained_count as usize,
+    )
+    .map_err(snapshot_err)?;
+    snapshots.verify_latest().map_err(snapshot_err)?;
+    Ok((log, snapshots))
 }
 
 /// Why a proposal will never be applied: its client cannot be answered.
@@ -239,15 +276,24 @@ impl Consensus {
         replica: Arc<Mutex<Replica>>,
     ) -> Result<Consensus, StartError> {
         let node_id = options.identity.me;
-        let log = LogStore::open(&options.log_dir, node_id, options.flush_wait).await?;
-        let snapshots = SnapshotStore::open(
-            options.snapshot_dir.clone(),
-            options.snapshots_retained_count as usize,
-        )
-        .map_err(|source| StartError::Snapshots {
-            dir: options.snapshot_dir.display().to_string(),
-            source,
-        })?;
+        let standalone = options.members.len() <= 1;
+        let (log, snapshots) = match open_stores(&options).await {
+            // A member of a cluster gets its data back from the others (`rejoin`); a
+            // standalone server has nobody to get it from and says why it cannot start.
+            Err(e) if !standalone && e.is_damage() => {
+                rejoin::quarantine(
+                    &options.data_dir,
+                    &[&options.log_dir, &options.snapshot_dir],
+                    &e.to_string(),
+                )
+                .map_err(|source| StartError::Quarantine {
+                    damage: e.to_string(),
+                    source,
+                })?;
+                open_stores(&options).await?
+            }
+            opened => opened?,
+        };
         let config = Arc::new(raft_config(&options)?);
         let leader_timeout = Duration::from_millis(config.election_timeout_max);
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
@@ -265,9 +311,17 @@ impl Consensus {
         )
         .await
         .map_err(|e| raft_err(&e))?;
-        let standalone = options.members.len() <= 1;
         let recovery = rejoin::Recovery::open(&options.data_dir);
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
+        let voter = options.members.iter().any(|m| m.id == node_id && m.voter);
+        if !standalone && !initialized && voter {
+            recovery
+                .begin_empty()
+                .map_err(|source| StartError::Snapshots {
+                    dir: options.data_dir.display().to_string(),
+                    source,
+                })?;
+        }
         if standalone && !initialized {
             let me = BTreeMap::from([(node_id, peer_node(&options.members[0]))]);
             match raft.initialize(me).await {
@@ -296,7 +350,7 @@ impl Consensus {
             if recovery.recovering() {
                 raft.runtime_config().elect(false);
             }
-            if !initialized {
+            if !initialized || recovery.target_unknown() {
                 // Every founder starts from the same voters, so whichever initializes first,
                 // they agree (openraft allows identical initialization on several members).
                 // Observers join as learners once a leader exists (`reconcile_learners`).

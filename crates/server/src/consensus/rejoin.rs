@@ -17,6 +17,12 @@
 //!   anything, the cluster is new and it founds it with the configured voters, as every
 //!   member does;
 //! - otherwise it waits and asks again, saying so in its log.
+//!
+//! Until its question is answered, a member with an empty data directory does not vote
+//! either: the marker says the target is not known yet. A member whose log or newest snapshot
+//! is damaged when it starts moves them aside (`<dir>.damaged-<time>`) and rejoins the same
+//! way, but it never founds a cluster: the members that answer may all have lost their data,
+//! and founding an empty cluster then would hide that loss. It waits for one that has data.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,31 +75,63 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// Whether this member is catching up after losing its data, and with what.
 pub struct Recovery {
     marker: PathBuf,
-    /// The log index to apply before voting again; 0 when not recovering.
+    /// The log index to apply before voting again; 0 when not recovering, `UNKNOWN` until
+    /// the other members have said what they committed.
     target: AtomicU64,
+    /// Whether a founding is ruled out (the data was damaged, not new).
+    rejoin_only: std::sync::atomic::AtomicBool,
 }
+
+/// The target of a recovery whose question the other members have not answered yet.
+const UNKNOWN: u64 = u64::MAX;
+/// The marker's text for a member whose damaged data was moved aside.
+const DAMAGED: &str = "damaged";
+/// The marker's text for a member that started with an empty data directory.
+const EMPTY: &str = "empty";
 
 impl Recovery {
     /// Reads the marker a recovery interrupted by a crash left.
     pub fn open(data_dir: &Path) -> Arc<Recovery> {
         let marker = data_dir.join("recovering");
-        let target = std::fs::read_to_string(&marker)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
+        let text = std::fs::read_to_string(&marker).unwrap_or_default();
+        let text = text.trim();
+        let target = match text {
+            DAMAGED | EMPTY => UNKNOWN,
+            number => number.parse().unwrap_or(0),
+        };
         Arc::new(Recovery {
             marker,
             target: AtomicU64::new(target),
+            rejoin_only: (text == DAMAGED).into(),
         })
     }
 
+    /// Whether this member withholds its vote and does not stand for election.
     pub fn recovering(&self) -> bool {
         self.target.load(Ordering::Relaxed) != 0
     }
 
+    /// Whether the other members have yet to say what this member must catch up with.
+    pub fn target_unknown(&self) -> bool {
+        self.target.load(Ordering::Relaxed) == UNKNOWN
+    }
+
+    /// A member starting with an empty data directory withholds its vote until it knows
+    /// whether the cluster is new (a damaged member's marker is kept as it is).
+    pub fn begin_empty(&self) -> std::io::Result<()> {
+        if self.recovering() {
+            return Ok(());
+        }
+        self.write(EMPTY, UNKNOWN)
+    }
+
     fn begin(&self, target: u64) -> std::io::Result<()> {
+        self.write(&target.to_string(), target)
+    }
+
+    fn write(&self, text: &str, target: u64) -> std::io::Result<()> {
         let tmp = self.marker.with_extension("tmp");
-        std::fs::write(&tmp, format!("{target}\n"))?;
+        std::fs::write(&tmp, format!("{text}\n"))?;
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &self.marker)?;
         self.target.store(target, Ordering::Relaxed);
@@ -106,8 +144,37 @@ impl Recovery {
             _ => {}
         }
         self.target.store(0, Ordering::Relaxed);
+        self.rejoin_only.store(false, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// Moves a damaged log and snapshot directory aside (beside themselves, so the move stays on
+/// their file system) and marks this member as rejoining only (module doc).
+pub fn quarantine(data_dir: &Path, dirs: &[&Path], why: &str) -> std::io::Result<()> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut moved = Vec::new();
+    for dir in dirs {
+        if !dir.exists() {
+            continue;
+        }
+        let mut aside = dir.as_os_str().to_owned();
+        aside.push(format!(".damaged-{stamp}"));
+        std::fs::rename(dir, &aside)?;
+        moved.push(PathBuf::from(aside).display().to_string());
+    }
+    let recovery = Recovery::open(data_dir);
+    recovery.write(DAMAGED, UNKNOWN)?;
+    tracing::error!(
+        why,
+        moved_to = moved.join(", "),
+        "this member's data is damaged: it was moved aside and the member rejoins the cluster \
+         from the others; it will not vote until it has caught up, and it never founds a new \
+         cluster"
+    );
+    Ok(())
 }
 
 /// Founds the cluster or starts recovering, as the other voters' answers say (module doc).
@@ -123,7 +190,8 @@ pub async fn found_or_join(
     let quorum = voters.len() / 2 + 1;
     let mut said_waiting = false;
     loop {
-        if raft.is_initialized().await.unwrap_or(true) {
+        // A member that was replicated to before it learned its target still asks.
+        if raft.is_initialized().await.unwrap_or(true) && !recovery.target_unknown() {
             return;
         }
         let mut answered = usize::from(me_voter);
@@ -177,8 +245,13 @@ pub async fn found_or_join(
             raft.runtime_config().elect(false);
             return;
         }
-        if me_voter && answered >= quorum {
+        if me_voter && answered >= quorum && !recovery.rejoin_only.load(Ordering::Relaxed) {
             keep_cluster_id(&data_dir, identity.cluster_id.get());
+            if let Err(e) = recovery.end() {
+                tracing::error!(error = %e, "cannot remove the recovery marker; exiting");
+                std::process::exit(1);
+            }
+            raft.runtime_config().elect(true);
             let founders: std::collections::BTreeMap<u64, PeerNode> =
                 voters.iter().map(|m| (m.id, peer_node(m))).collect();
             match raft.initialize(founders).await {
@@ -187,6 +260,14 @@ pub async fn found_or_join(
                 Err(e) => tracing::warn!(error = %e, "could not found the cluster"),
             }
             return;
+        }
+        if !said_waiting && recovery.rejoin_only.load(Ordering::Relaxed) {
+            said_waiting = true;
+            tracing::warn!(
+                answered,
+                "rejoining after damage: waiting for a member that has data (no member with \
+                 damaged data ever founds a new cluster)"
+            );
         }
         if !said_waiting {
             said_waiting = true;
@@ -225,5 +306,49 @@ pub async fn finish_recovery(raft: Raft<WardenRaft, StateMachine>, recovery: Arc
         if metrics.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quarantine_moves_the_data_aside_and_rules_out_founding() {
+        let data = tempfile::tempdir().unwrap();
+        let log = data.path().join("log");
+        let snapshots = data.path().join("snapshots");
+        std::fs::create_dir_all(&log).unwrap();
+        std::fs::write(log.join("r-0.wal"), b"damaged").unwrap();
+        quarantine(data.path(), &[&log, &snapshots], "a damaged record").unwrap();
+        assert!(!log.exists(), "the damaged log stays where it was");
+        let aside: Vec<String> = std::fs::read_dir(data.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("log.damaged-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        let recovery = Recovery::open(data.path());
+        assert!(recovery.recovering() && recovery.target_unknown());
+        assert!(recovery.rejoin_only.load(Ordering::Relaxed));
+        // Learning the target keeps the member out of founding until it has caught up.
+        recovery.begin(42).unwrap();
+        assert!(recovery.recovering() && !recovery.target_unknown());
+        recovery.end().unwrap();
+        assert!(!Recovery::open(data.path()).recovering());
+    }
+
+    #[test]
+    fn an_empty_member_withholds_its_vote_until_it_knows() {
+        let data = tempfile::tempdir().unwrap();
+        let recovery = Recovery::open(data.path());
+        assert!(!recovery.recovering());
+        recovery.begin_empty().unwrap();
+        let reopened = Recovery::open(data.path());
+        assert!(reopened.recovering() && reopened.target_unknown());
+        assert!(
+            !reopened.rejoin_only.load(Ordering::Relaxed),
+            "an empty member may found"
+        );
     }
 }

@@ -10,6 +10,10 @@ use super::types::WardenRaft;
 use super::{Consensus, Liveness};
 use crate::cluster::wire::{FrameReader, FrameWriter, GROUP_MAIN, Kind, WireError};
 
+/// The answer to a vote request while this member is recovering.
+const RECOVERING_NO_VOTE: &str =
+    "this member is recovering lost or damaged data and does not vote until it has caught up";
+
 /// A snapshot being received: the bytes so far.
 struct Incoming {
     total: u64,
@@ -49,6 +53,11 @@ pub(super) async fn serve(
                     consensus.liveness.heard_from_leader(from);
                 }
                 answer
+            }
+            // A member that lost its data may not remember what it acknowledged or whom it
+            // voted for: its vote could elect a leader without a committed write (`rejoin`).
+            Kind::Vote | Kind::PreVote if consensus.recovering() => {
+                Err(RECOVERING_NO_VOTE.to_owned())
             }
             Kind::Vote => {
                 handle(raft, &frame.payload, "vote", |r, req| async move {

@@ -117,6 +117,18 @@ impl SnapshotStore {
         }
     }
 
+    /// Checks the newest snapshot end to end (its metadata and the tree's checksum) without
+    /// loading it: a damaged one is an `InvalidData` error naming the file.
+    pub fn verify_latest(&self) -> io::Result<()> {
+        let Some(path) = self.files()?.pop() else {
+            return Ok(());
+        };
+        let snapshot = Self::read(&path)?;
+        warden_state::snapshot::verify(&snapshot.snapshot)
+            .map(|_| ())
+            .map_err(|e| corrupt(&path, &e.to_string()))
+    }
+
     fn read(path: &Path) -> io::Result<Snapshot> {
         let bytes = fs::read(path)?;
         let rest = bytes
@@ -194,5 +206,21 @@ mod tests {
         bytes[14] ^= 1;
         fs::write(&path, &bytes).unwrap();
         assert!(store.latest().is_err());
+    }
+
+    #[test]
+    fn verify_latest_finds_a_flipped_byte_in_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path().to_path_buf(), 3).unwrap();
+        let tree = warden_state::snapshot::encode(&warden_state::State::new(Default::default()));
+        let path = store.save(&snapshot(7, &tree)).unwrap();
+        store.verify_latest().unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 20;
+        bytes[last] ^= 0xff;
+        fs::write(&path, &bytes).unwrap();
+        let err = store.verify_latest().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("checksum"), "{err}");
     }
 }
