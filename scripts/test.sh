@@ -3,22 +3,27 @@
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
 # that start real processes), then the compatibility suites: other projects' clients and test
 # suites (kazoo, go-zookeeper, Curator, zkCli and the C client, ClickHouse) against a real
-# `warden server`, and (all but zkCli) against 3-server clusters of them. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
-# Maven Central, PyPI, Go and Debian packages).
+# `warden server`, and (all but zkCli) against 3-server clusters of them; then the fault suite's
+# short profile (scripts/faults/run.sh: kills, pauses, partitions and damaged disks on a
+# 3-server cluster, histories checked with porcupine; needs root). Everything installs what it
+# needs itself into .cache/ (ZooKeeper 3.9.5 from Maven Central, PyPI, Go and Debian packages).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh --cargo-only    fmt, clippy and cargo test only
 #   scripts/test.sh --compat-only   the compatibility suites only
+#   scripts/test.sh --faults-only   the fault suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo_tests=1
 compat=1
+faults=1
 case "${1:-}" in
-  --cargo-only) compat=0 ;;
-  --compat-only) cargo_tests=0 ;;
+  --cargo-only) compat=0; faults=0 ;;
+  --compat-only) cargo_tests=0; faults=0 ;;
+  --faults-only) cargo_tests=0; compat=0 ;;
   "") ;;
-  *) echo "usage: $0 [--cargo-only|--compat-only]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--cargo-only|--compat-only|--faults-only]" >&2; exit 2 ;;
 esac
 
 log="$(mktemp)"
@@ -34,21 +39,27 @@ if (( cargo_tests )); then
   cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$log" || status=$?
 fi
 
-if (( compat )); then
+if (( compat || faults )); then
   echo "== build the server under test"
   cargo build --release --locked -p warden
   export WARDEN_BIN="$PWD/target/release/warden"
+fi
+if (( compat )); then
   for suite in scripts/compat/*/run.sh; do
     echo "== $suite"
     "$suite" 2>&1 | tee -a "$log" || status=1
   done
 fi
+if (( faults )); then
+  echo "== scripts/faults/run.sh"
+  scripts/faults/run.sh 2>&1 | tee -a "$log" || status=1
+fi
 
 # One closing line for the whole run: cargo's "test result:" lines and each suite's last line
-# ("compat NAME: N passed, M failed, K skipped").
-awk '/^test result:/ || /^compat [^:]*: [0-9]+ passed/ {
+# ("compat NAME: N passed, M failed, K skipped"; "faults NAME: N passed, M failed").
+awk '/^test result:/ || /^(compat|faults) [^:]*: [0-9]+ passed/ {
        for (i = 1; i <= NF; i++) { w = $(i); sub(/[;,]$/, "", w)
          if (w == "passed") p += $(i-1); if (w == "failed") f += $(i-1) } }
-     /^compat [^:]*: [0-9]+ passed/ { print }
+     /^(compat|faults) [^:]*: [0-9]+ passed/ { print }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"
