@@ -43,10 +43,11 @@ func newNetwork(servers int) (*network, error) {
 		}
 	}
 	pid := os.Getpid()
-	n := &network{
-		tag:    fmt.Sprintf("wf%x", pid),
-		subnet: fmt.Sprintf("10.213.%d", pid%250),
+	subnet, err := freeSubnet(pid)
+	if err != nil {
+		return nil, err
 	}
+	n := &network{tag: fmt.Sprintf("wf%x", pid), subnet: subnet}
 	if err := n.build(servers); err != nil {
 		n.teardown()
 		return nil, err
@@ -88,6 +89,22 @@ func (n *network) build(servers int) error {
 		}
 	}
 	return nil
+}
+
+// freeSubnet picks a 10.213.x.0/24 that no interface of the root namespace uses (another run
+// of the suite, say), starting from one derived from the PID.
+func freeSubnet(pid int) (string, error) {
+	out, err := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip addr show: %v", err)
+	}
+	for k := 0; k < 250; k++ {
+		subnet := fmt.Sprintf("10.213.%d", (pid+k)%250)
+		if !strings.Contains(string(out), " "+subnet+".") {
+			return subnet, nil
+		}
+	}
+	return "", fmt.Errorf("every 10.213.x.0/24 is in use")
 }
 
 // address is server i's IP address (0-based i).
