@@ -94,8 +94,8 @@ func (r *run) report(got final, haveFinal bool) int {
 		fmt.Fprintf(&b, "  %-9s %6d / %5d / %5d\n", n, counts[n][ok], counts[n][failed], counts[n][unknown])
 	}
 
-	b.WriteString("\nfaults (ops invoked from the fault's start to the next one's; recovery: every writing client had an ok operation invoked after the heal):\n")
-	fmt.Fprintf(&b, "  %-17s %9s %7s %6s %6s %7s %9s  %s\n", "nemesis", "start", "held", "ok", "failed", "unknown", "recovery", "what")
+	b.WriteString("\nfaults (ops invoked from the fault's start to the next one's; write gap: the longest time in that window without an acknowledged write; recovery: every writing client had an ok operation invoked after the heal):\n")
+	fmt.Fprintf(&b, "  %-17s %9s %7s %6s %6s %7s %9s %9s  %s\n", "nemesis", "start", "held", "ok", "failed", "unknown", "write gap", "recovery", "what")
 	for _, e := range r.episodes {
 		var window [3]int
 		for _, o := range history {
@@ -118,8 +118,8 @@ func (r *run) report(got final, haveFinal bool) int {
 		if e.unhealthy != "" {
 			what += " [did not come back: " + e.unhealthy + "]"
 		}
-		fmt.Fprintf(&b, "  %-17s %9v %7v %6d %6d %7d %9s  %s\n", e.nemesis, e.start.Round(time.Millisecond), (e.healed - e.start).Round(time.Millisecond),
-			window[0], window[1], window[2], recovery, what)
+		fmt.Fprintf(&b, "  %-17s %9v %7v %6d %6d %7d %9v %9s  %s\n", e.nemesis, e.start.Round(time.Millisecond), (e.healed - e.start).Round(time.Millisecond),
+			window[0], window[1], window[2], writeGap(history, e).Round(time.Millisecond), recovery, what)
 	}
 
 	b.WriteString("\nchecks:\n")
@@ -188,4 +188,25 @@ func (r *run) recovery(history []op, e *episode) (time.Duration, bool) {
 		latest = max(latest, t)
 	}
 	return time.Duration(latest) - e.healed, true
+}
+
+// writeGap is the longest time from e's start to its end without an acknowledged write.
+func writeGap(history []op, e *episode) time.Duration {
+	var acked []int64
+	for _, o := range history {
+		if o.Outcome != ok || o.Return < int64(e.start) || o.Return >= int64(e.end) {
+			continue
+		}
+		switch o.Kind {
+		case "write", "cas", "add", "create-seq", "multi-create-seq", "enqueue":
+			acked = append(acked, o.Return)
+		}
+	}
+	sort.Slice(acked, func(i, j int) bool { return acked[i] < acked[j] })
+	previous, gap := int64(e.start), int64(0)
+	for _, t := range append(acked, int64(e.end)) {
+		gap = max(gap, t-previous)
+		previous = t
+	}
+	return time.Duration(gap)
 }
