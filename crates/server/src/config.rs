@@ -55,6 +55,11 @@ pub struct Config {
     pub admin: Admin,
     /// The Prometheus metrics endpoint.
     pub metrics: Metrics,
+    /// The zoo.cfg this server was started from, which it keeps up to date with the
+    /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
+    /// never rewritten.
+    #[serde(skip)]
+    pub zoo_cfg: Option<crate::zoo_cfg::ZooCfgFiles>,
 }
 
 /// Bounds on connections, frames, queues and watches. A connection count of 0 means no limit,
@@ -286,6 +291,7 @@ impl Default for Config {
             cluster: Cluster::default(),
             admin: Admin::default(),
             metrics: Metrics::default(),
+            zoo_cfg: None,
         }
     }
 }
@@ -746,6 +752,7 @@ mod tests {
             metrics: Metrics {
                 listen: Some(HostPort::new("0.0.0.0", 7000)),
             },
+            zoo_cfg: None,
         }
     }
 
