@@ -139,6 +139,9 @@ pub struct Cluster {
     /// Whether clients may change the membership with `reconfig` (ZooKeeper's
     /// reconfigEnabled, off by default as there); off, reconfig answers ReconfigDisabled.
     pub reconfig_enabled: bool,
+    /// ZooKeeper's standaloneEnabled (on by default, as there). On, a reconfig may not leave
+    /// fewer than two voters (ZooKeeper's rule: one would run standalone); off, one is enough.
+    pub standalone_enabled: bool,
 }
 
 impl Default for Cluster {
@@ -151,6 +154,7 @@ impl Default for Cluster {
             snapshot_bytes_max: 64 << 30,
             read_only_mode: false,
             reconfig_enabled: false,
+            standalone_enabled: true,
         }
     }
 }

@@ -246,7 +246,10 @@ impl<'a> Reader<'a> {
                 let hours = self.int(p, i32::MIN.into(), i32::MAX.into())?;
                 self.config.purge.interval_hours = hours.max(0) as u32;
             }
-            "standaloneEnabled" => self.standalone_enabled = self.boolean(p)?,
+            "standaloneEnabled" => {
+                self.standalone_enabled = self.boolean(p)?;
+                self.config.cluster.standalone_enabled = self.standalone_enabled;
+            }
             "dynamicConfigFile" => {
                 self.dynamic_config_file = Some(self.at(p, self.path_value(p)?));
             }
