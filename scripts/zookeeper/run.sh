@@ -4,7 +4,9 @@
 #   scripts/zookeeper/run.sh <zoo.cfg>
 #
 # Standalone (no server.N lines) -> org.apache.zookeeper.server.ZooKeeperServerMain
-# Ensemble   (server.N lines)    -> org.apache.zookeeper.server.quorum.QuorumPeerMain
+# Ensemble   (server.N lines, or dynamicConfigFile, which ZooKeeper writes into zoo.cfg after
+#            a reconfig in place of the server.N lines)
+#                                -> org.apache.zookeeper.server.quorum.QuorumPeerMain
 # (override with ZK_MAIN=<class>).
 #
 # Environment:
@@ -30,7 +32,7 @@ ZK_HOME="$("$HERE/install.sh")"
 
 MAIN="${ZK_MAIN:-}"
 if [[ -z "$MAIN" ]]; then
-  if grep -Eq '^[[:space:]]*server\.[0-9]+[[:space:]]*=' "$CFG"; then
+  if grep -Eq '^[[:space:]]*(server\.[0-9]+|dynamicConfigFile)[[:space:]]*=' "$CFG"; then
     MAIN=org.apache.zookeeper.server.quorum.QuorumPeerMain
   else
     MAIN=org.apache.zookeeper.server.ZooKeeperServerMain

@@ -55,6 +55,11 @@ pub struct Config {
     pub admin: Admin,
     /// The Prometheus metrics endpoint.
     pub metrics: Metrics,
+    /// The zoo.cfg this server was started from, which it keeps up to date with the
+    /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
+    /// never rewritten.
+    #[serde(skip)]
+    pub zoo_cfg: Option<crate::zoo_cfg::ZooCfgFiles>,
 }
 
 /// Bounds on connections, frames, queues and watches. A connection count of 0 means no limit,
@@ -134,6 +139,9 @@ pub struct Cluster {
     /// Whether clients may change the membership with `reconfig` (ZooKeeper's
     /// reconfigEnabled, off by default as there); off, reconfig answers ReconfigDisabled.
     pub reconfig_enabled: bool,
+    /// ZooKeeper's standaloneEnabled (on by default, as there). On, a reconfig may not leave
+    /// fewer than two voters (ZooKeeper's rule: one would run standalone); off, one is enough.
+    pub standalone_enabled: bool,
 }
 
 impl Default for Cluster {
@@ -146,6 +154,7 @@ impl Default for Cluster {
             snapshot_bytes_max: 64 << 30,
             read_only_mode: false,
             reconfig_enabled: false,
+            standalone_enabled: true,
         }
     }
 }
@@ -286,6 +295,7 @@ impl Default for Config {
             cluster: Cluster::default(),
             admin: Admin::default(),
             metrics: Metrics::default(),
+            zoo_cfg: None,
         }
     }
 }
@@ -746,6 +756,7 @@ mod tests {
             metrics: Metrics {
                 listen: Some(HostPort::new("0.0.0.0", 7000)),
             },
+            zoo_cfg: None,
         }
     }
 

@@ -27,6 +27,7 @@ use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 use crate::consensus::Proposal;
 use crate::sessions::SessionTracker;
 use crate::stats::{ClientStats, ServerStats};
+use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// A request answered by this server alone, in the client's order.
 #[derive(Debug)]
@@ -113,6 +114,8 @@ pub struct Replica {
     attached: HashMap<i64, u64>,
     sessions: SessionTracker,
     pub stats: Arc<ServerStats>,
+    /// zoo.cfg and its dynamic file, rewritten when a newer membership is applied.
+    zoo_cfg: Option<DynamicConfigFiles>,
 }
 
 /// Milliseconds since the Unix epoch: the time the leader stamps into a transaction.
@@ -137,6 +140,37 @@ impl Replica {
             attached: HashMap::new(),
             sessions: SessionTracker::default(),
             stats: Arc::new(ServerStats::default()),
+            zoo_cfg: None,
+        }
+    }
+
+    /// From now on, every newer membership applied (or installed with a snapshot) is written
+    /// to zoo.cfg's dynamic config file, before the reconfig's client is answered, as
+    /// ZooKeeper does; the membership applied so far is written now if it is newer.
+    pub fn keep_zoo_cfg(&mut self, files: DynamicConfigFiles) {
+        self.zoo_cfg = Some(files);
+        self.membership_applied();
+    }
+
+    /// Writes `/zookeeper/config` to zoo.cfg's files, if they are kept and it is newer.
+    fn membership_applied(&mut self) {
+        let Some(files) = self.zoo_cfg.as_mut() else {
+            return;
+        };
+        let Some(text) = self
+            .state
+            .tree()
+            .get(warden_state::system::CONFIG)
+            .and_then(|n| n.data().map(|d| String::from_utf8_lossy(d).into_owned()))
+        else {
+            return;
+        };
+        match crate::cluster::membership::parse(&text) {
+            Ok((members, version)) if !members.is_empty() => files.committed(&members, version),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!("/zookeeper/config does not parse ({e}); zoo.cfg not updated")
+            }
         }
     }
 
@@ -167,6 +201,7 @@ impl Replica {
     /// starts over from the new session table.
     pub fn install(&mut self, state: State) {
         self.state = state;
+        self.membership_applied();
         self.close_all("this server installed a snapshot from the leader");
         self.watches = WatchRegistry::default();
         self.attached.clear();
@@ -638,7 +673,13 @@ impl Replica {
                     client.out.close();
                 }
             }
-            TxnKind::Request(_) | TxnKind::Reconfigured { .. } | TxnKind::Refused { .. } => {
+            TxnKind::Reconfigured { .. } => {
+                self.membership_applied();
+                if let Some((connection, xid)) = local {
+                    self.write_applied(connection, xid, &outcome);
+                }
+            }
+            TxnKind::Request(_) | TxnKind::Refused { .. } => {
                 if let Some((connection, xid)) = local {
                     self.write_applied(connection, xid, &outcome);
                 }

@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::connection;
 use crate::consensus::{self, ClusterId, Consensus, Identity, MemberAddr, Proposal};
 use crate::replica::{Replica, now_ms};
+use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
 /// default (1 ms) is a floor under every write's latency; 100 µs keeps batching under load
@@ -164,6 +165,16 @@ impl Server {
             u64::from_le_bytes(incarnation),
             state,
         )));
+        // Before the log is replayed, so that the membership it ends with is written if the
+        // files lag (a crash between a commit and the write).
+        let fresh = consensus::stored_cluster_id(&config.data_dir).is_none();
+        if let Some(files) = DynamicConfigFiles::new(&config, fresh) {
+            files.back_up_static_config();
+            replica
+                .lock()
+                .expect("replica lock poisoned")
+                .keep_zoo_cfg(files);
+        }
         let started = Instant::now();
         let consensus = Consensus::start(
             consensus::Options {

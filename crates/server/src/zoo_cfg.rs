@@ -18,7 +18,7 @@
 //! - accepts it silently when it tunes ZooKeeper's own machinery and Warden has nothing that
 //!   corresponds (initLimit, syncLimit, preAllocSize, ...);
 //! - accepts it with a [`Warning`] when the value asks for something Warden does not do
-//!   (forceSync=no, reconfigEnabled=true, secureClientPort, ...);
+//!   (forceSync=no, secureClientPort, ...);
 //! - warns about a key it does not know, naming the key and its line.
 //!
 //! A value ZooKeeper would refuse is an error naming the key, the value and the line; so is a
@@ -26,7 +26,11 @@
 //! read as `false` for not being "true", since that is a mistake in the file either way. Where
 //! ZooKeeper adjusts a value and logs it (autopurge.snapRetainCount below 3, snapCount below 2),
 //! Warden adjusts it the same way and warns.
+//!
+//! A cluster member started from a zoo.cfg with reconfigEnabled=true rewrites its files after
+//! every membership change as ZooKeeper does: see [`dynamic`].
 
+pub mod dynamic;
 mod properties;
 
 use std::collections::HashMap;
@@ -108,6 +112,17 @@ impl Config {
     }
 }
 
+/// Where a server started from a zoo.cfg found its membership, so that it can keep the files
+/// up to date as ZooKeeper does ([`dynamic`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZooCfgFiles {
+    /// The zoo.cfg, as given on the command line.
+    pub path: PathBuf,
+    /// The version of the `dynamicConfigFile` the membership was read from (from its name; 0
+    /// when its name ends in no hex number), or none when zoo.cfg had server.N lines.
+    pub dynamic_version: Option<i64>,
+}
+
 /// A value and the line it came from.
 #[derive(Debug, Clone)]
 struct At<T> {
@@ -129,6 +144,8 @@ struct Reader<'a> {
     session_timeout_ms_max: Option<At<u32>>,
     standalone_enabled: bool,
     dynamic_config_file: Option<At<PathBuf>>,
+    /// The version of the dynamic config file, once read.
+    dynamic_version: Option<i64>,
     servers: Vec<At<Member>>,
     four_letter_words: Vec<String>,
     admin_enabled: bool,
@@ -157,6 +174,7 @@ impl<'a> Reader<'a> {
             session_timeout_ms_max: None,
             standalone_enabled: true,
             dynamic_config_file: None,
+            dynamic_version: None,
             servers: Vec::new(),
             four_letter_words: vec!["srvr".to_string()],
             admin_enabled: true,
@@ -228,7 +246,10 @@ impl<'a> Reader<'a> {
                 let hours = self.int(p, i32::MIN.into(), i32::MAX.into())?;
                 self.config.purge.interval_hours = hours.max(0) as u32;
             }
-            "standaloneEnabled" => self.standalone_enabled = self.boolean(p)?,
+            "standaloneEnabled" => {
+                self.standalone_enabled = self.boolean(p)?;
+                self.config.cluster.standalone_enabled = self.standalone_enabled;
+            }
             "dynamicConfigFile" => {
                 self.dynamic_config_file = Some(self.at(p, self.path_value(p)?));
             }
@@ -417,6 +438,10 @@ impl<'a> Reader<'a> {
         self.resolve_client_listen()?;
         self.resolve_endpoints();
         self.resolve_four_letter_words();
+        self.config.zoo_cfg = Some(ZooCfgFiles {
+            path: self.path.to_path_buf(),
+            dynamic_version: self.dynamic_version,
+        });
         self.config
             .validate()
             .map_err(|source| ConfigError::Invalid {
@@ -612,7 +637,9 @@ impl<'a> Reader<'a> {
     }
 
     /// ZooKeeper 3.5+ may keep the server.N lines in a separate file; zoo.cfg then names it
-    /// and may not have server.N lines of its own.
+    /// and may not have server.N lines of its own. As in ZooKeeper (`QuorumPeerConfig.parse`),
+    /// the file holds no `version` line: its version is the hex number its name ends in
+    /// (`zoo.cfg.dynamic.100000000`), 0 when the name ends in none.
     fn read_dynamic_config_file(&mut self) -> Result<(), ConfigError> {
         let Some(file) = self.dynamic_config_file.clone() else {
             return Ok(());
@@ -625,22 +652,33 @@ impl<'a> Reader<'a> {
                 server.line, file.line
             )));
         }
+        let version = dynamic::version_from_file_name(&file.value).map_err(|reason| {
+            ConfigError::Invalid {
+                path: file.value.clone(),
+                source: InvalidConfig(reason),
+            }
+        })?;
         let properties = read_properties(&file.value)?;
         let mut dynamic = Reader::new(&file.value);
         for p in dynamic.last_of_each_key(properties) {
             match p.key.as_str() {
-                "version" => {}
-                key if key.starts_with("server.") => dynamic.server_line(&p)?,
-                _ => {
+                "version" => {
                     return Err(dynamic.bad(
                         &p,
-                        "a dynamic config file holds only server.N lines and version",
+                        "a dynamic config file holds no version (ZooKeeper refuses it too: \
+                         \"dynamic file shouldn't have version inside\"); its version is the \
+                         hex number its name ends in",
                     ));
+                }
+                key if key.starts_with("server.") => dynamic.server_line(&p)?,
+                _ => {
+                    return Err(dynamic.bad(&p, "a dynamic config file holds only server.N lines"));
                 }
             }
         }
         self.warnings.append(&mut dynamic.warnings);
         self.servers = dynamic.servers;
+        self.dynamic_version = Some(version);
         Ok(())
     }
 

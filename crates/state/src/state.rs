@@ -123,12 +123,19 @@ impl State {
             data: Some(data.clone()),
         };
         let (_, answer) = self.commit(change, time, out);
-        let Response::Stat(stat) = answer else {
-            unreachable!("setData answers a Stat")
-        };
+        assert!(
+            matches!(answer, Response::Stat(_)),
+            "setData answers a Stat"
+        );
+        // ZooKeeper writes the config with version -1: its dataVersion is always -1.
+        let id = self
+            .tree
+            .lookup(crate::system::CONFIG)
+            .expect("system node");
+        self.tree.set_version(crate::system::CONFIG, id, -1);
         out.body = Response::GetData {
             data: Some(data),
-            stat,
+            stat: self.tree.node(id).wire_stat(),
         };
     }
 
@@ -456,6 +463,10 @@ mod tests {
         );
         assert_eq!(data.as_deref(), Some(expected.as_bytes()));
         assert_eq!(stat.mzxid, outcome.zxid);
+        assert_eq!(
+            stat.version, -1,
+            "ZooKeeper's config node keeps dataVersion -1"
+        );
         assert!(outcome.triggers.iter().any(|t| t.path == system::CONFIG));
         let node = state.tree().get(system::CONFIG).unwrap();
         assert_eq!(node.data(), Some(expected.as_bytes()));

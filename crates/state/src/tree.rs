@@ -635,6 +635,12 @@ impl DataTree {
         });
     }
 
+    /// Sets a node's dataVersion, as ZooKeeper's reconfig leaves `/zookeeper/config`'s at -1
+    /// (its `DataTree.setData` with version -1).
+    pub fn set_version(&mut self, path: &str, id: NodeId, version: i32) {
+        self.modify(path, id, |t, id| t.nodes[id as usize].version = version);
+    }
+
     /// Replaces a node's ACL and bumps its aversion.
     pub fn set_acl(&mut self, path: &str, id: NodeId, acl: &[Acl]) {
         self.modify(path, id, |t, id| {

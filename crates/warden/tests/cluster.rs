@@ -719,6 +719,118 @@ fn reconfig_adds_and_removes_a_server_under_load() {
     );
 }
 
+/// The server lines of a dynamic configuration (without its `version=`), sorted.
+fn server_lines(config: &str) -> Vec<String> {
+    let mut lines: Vec<String> = config
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Waits until member `i`'s zoo.cfg names the dynamic config file of `version`, as ZooKeeper
+/// names it (`<zoo.cfg>.dynamic.<hex version>`, canonical path), and returns that file's text.
+/// A follower writes it when it applies the change, a moment after the client's answer.
+async fn dynamic_config_file(cluster: &Cluster, i: usize, version: i64) -> String {
+    let cfg = cluster.members[i].cfg_path();
+    let wanted = std::fs::canonicalize(cfg.parent().unwrap())
+        .unwrap()
+        .join(format!("zoo.cfg.dynamic.{version:x}"));
+    let deadline = Instant::now() + CATCH_UP_MAX;
+    loop {
+        let zoo_cfg = std::fs::read_to_string(&cfg).unwrap();
+        let named = zoo_cfg
+            .lines()
+            .find_map(|l| l.strip_prefix("dynamicConfigFile="))
+            .map(std::path::PathBuf::from);
+        if named.as_ref() == Some(&wanted) {
+            assert!(
+                !zoo_cfg.lines().any(|l| l.starts_with("server.")),
+                "server.{}'s zoo.cfg still has server lines:\n{zoo_cfg}",
+                i + 1
+            );
+            return std::fs::read_to_string(&wanted).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server.{}'s zoo.cfg does not name {} within {CATCH_UP_MAX:?}:\n{zoo_cfg}",
+            i + 1,
+            wanted.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn reconfig_rewrites_zoo_cfg_and_a_member_restarts_from_it() {
+    run(
+        "reconfig_rewrites_zoo_cfg_and_a_member_restarts_from_it",
+        |system| async move {
+            let mut cluster =
+                blocking(|| Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true"));
+            let founders: Vec<String> = (0..3).map(|i| cluster.member_connect_string(i)).collect();
+            let admin = connect(&founders.join(",")).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            let (config, _) = admin.get_config().await.unwrap();
+            let config = String::from_utf8(config).unwrap();
+            // The founding membership moves from zoo.cfg to a dynamic file on every member;
+            // the file holds the server lines only, its version is in its name.
+            let version = config_version(&config);
+            for i in 0..3 {
+                let file = dynamic_config_file(&cluster, i, version).await;
+                assert_eq!(
+                    server_lines(&file),
+                    server_lines(&config),
+                    "server.{}",
+                    i + 1
+                );
+                assert!(!file.contains("version="), "{file}");
+            }
+            assert!(cluster.members[0].dir.join("zoo.cfg.bak").exists());
+
+            blocking(|| cluster.start_spare(3));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let mut followers = cluster.followers_of(leader).into_iter().filter(|&i| i < 3);
+            let (leaving, restarted) = (followers.next().unwrap(), followers.next().unwrap());
+            let joining = cluster.members[3].server_line();
+            let id = (leaving + 1).to_string();
+            let changed = reconfig(&admin, &[&joining], &[&id], Some(version))
+                .await
+                .expect("server.4 in, a follower out");
+            let new_version = config_version(&changed);
+            assert!(new_version > version, "{changed}");
+            for i in [leader, restarted, 3] {
+                let file = dynamic_config_file(&cluster, i, new_version).await;
+                assert_eq!(
+                    server_lines(&file),
+                    server_lines(&changed),
+                    "server.{}",
+                    i + 1
+                );
+            }
+
+            // A member restarted from its rewritten zoo.cfg comes back as itself: it serves,
+            // catches up with what it missed, and takes writes.
+            cluster.kill9(restarted);
+            cluster.kill9(leaving);
+            create_within(&admin, "/while-down", RECOVERY_MAX).await;
+            blocking(|| cluster.restart(restarted));
+            blocking(|| cluster.wait_until_member_serving(restarted, CATCH_UP_MAX));
+            let client = connect(&cluster.member_connect_string(restarted)).await;
+            client.sync("/").await.unwrap();
+            assert!(client.check_stat("/while-down").await.unwrap().is_some());
+            let (config, _) = client.get_config().await.unwrap();
+            assert_eq!(String::from_utf8(config).unwrap(), changed);
+            create_within(&client, "/after-restart", RECOVERY_MAX).await;
+            let file = dynamic_config_file(&cluster, restarted, new_version).await;
+            assert_eq!(server_lines(&file), server_lines(&changed));
+        },
+    );
+}
+
 #[test]
 fn a_write_left_behind_on_a_server_the_session_left_never_applies() {
     run(

@@ -3,7 +3,8 @@
 # server under test, outputs checked line by line:
 #   - the Java zkCli (org.apache.zookeeper.ZooKeeperMain from the ZooKeeper 3.9.5 jars that
 #     scripts/zookeeper/install.sh installs), interactive sessions fed through a FIFO plus
-#     one-shot invocations (`ZooKeeperMain -server H:P cmd args`);
+#     one-shot invocations (`ZooKeeperMain -server H:P cmd args`), and its `config` and
+#     `reconfig` against a 3-server ensemble of the server under test (plus a spare to add);
 #   - the C client's shell `cli_mt` (Debian 12's zookeeper-bin package, ZooKeeper 3.8.0,
 #     /usr/lib/zookeeper/bin/cli_mt), fed through a FIFO.
 #
@@ -18,6 +19,9 @@
 #                     its path (it is also kept when a check failed)
 #   CLI_MT            path of cli_mt (default: from the zookeeper-bin package, installed if missing)
 #   ZK_HEAP           heap of the reference ZooKeeper (default here 256m)
+#   ZKCLI_SECTIONS    which parts run (default "single cluster"): `single` is the one-server
+#                     sessions of both clients, `cluster` zkCli's config and reconfig against a
+#                     3-server ensemble of the server under test (plus a spare to add)
 #
 # Prints `ok - ...` / `not ok - ...` per check and `# ...` comments; the last line is always
 # `compat zkcli: N passed, M failed, 0 skipped`; exits 0 iff nothing failed.
@@ -220,6 +224,7 @@ cleanup() {
   # `|| true` turns errexit off inside compat_stop: its `wait` returns the server's exit status
   # (143 for a JVM stopped by SIGTERM), which under `set -e` would end this trap with that status.
   compat_stop || true
+  cl_stop || true
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
@@ -274,11 +279,34 @@ else
   not_ok "cli_mt: C client shell installed (Debian package zookeeper-bin)"
 fi
 
-# ---- server under test -------------------------------------------------------------------------
+SECTIONS=" ${ZKCLI_SECTIONS:-single cluster} "
+section() { [[ "$SECTIONS" == *" $1 "* ]]; }
+# The cluster section's servers (started by cluster_section, stopped by cl_stop).
+declare -A CL_PID=()
+cl_stop() {
+  local i
+  for i in "${!CL_PID[@]}"; do
+    kill "${CL_PID[$i]}" 2>/dev/null || true
+  done
+  for i in "${!CL_PID[@]}"; do
+    for _ in $(seq 1 100); do
+      kill -0 "${CL_PID[$i]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "${CL_PID[$i]}" 2>/dev/null || true
+    wait "${CL_PID[$i]}" 2>/dev/null || true
+    unset "CL_PID[$i]"
+  done
+}
+
+# ---- server under test (the single section) -----------------------------------------------------
 PORT="${ZKCLI_PORT:-$(free_port)}"
 HP="127.0.0.1:$PORT"
-mkdir -p "$ZKCLI_DIR/data"
-cat >"$ZKCLI_DIR/zoo.cfg" <<EOF
+SERVER_LOG="$ZKCLI_DIR/server.log"
+# Starts the one server the single section's sessions talk to; fails if it does not listen.
+single_server_start() {
+  mkdir -p "$ZKCLI_DIR/data"
+  cat >"$ZKCLI_DIR/zoo.cfg" <<EOF
 tickTime=2000
 initLimit=10
 syncLimit=5
@@ -288,17 +316,17 @@ clientPortAddress=127.0.0.1
 maxClientCnxns=0
 4lw.commands.whitelist=*
 EOF
-SERVER_LOG="$ZKCLI_DIR/server.log"
-echo "# server under test: $COMPAT_SERVER on $HP"
-if compat_start "$ZKCLI_DIR/zoo.cfg" "$SERVER_LOG" 2>"$ZKCLI_DIR/start.err"; then
-  echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
-  ok "$COMPAT_SERVER listens on $HP"
-else
+  echo "# server under test: $COMPAT_SERVER on $HP"
+  if compat_start "$ZKCLI_DIR/zoo.cfg" "$SERVER_LOG" 2>"$ZKCLI_DIR/start.err"; then
+    echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+    ok "$COMPAT_SERVER listens on $HP"
+    return 0
+  fi
   [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
   not_ok "$COMPAT_SERVER listens on $HP"
   comment <"$ZKCLI_DIR/start.err"
-  exit 0 # nothing more to check; a status other than 0 means the script itself broke
-fi
+  return 1 # nothing more to check with it
+}
 
 # ================================================================================================
 # Java zkCli
@@ -674,20 +702,217 @@ cli_mt_session() {
   fi
 }
 
-T0=$SECONDS
-if ((JAVA_OK)); then
-  zkcli_session
-  echo "# zkCli sessions took $((SECONDS - T0)) s"
-fi
-T0=$SECONDS
-if ((C_OK)); then
-  cli_mt_session
-  echo "# cli_mt sessions took $((SECONDS - T0)) s"
+# ================================================================================================
+# zkCli config and reconfig against a 3-server ensemble
+# ================================================================================================
+# Servers 1-3 found the ensemble (reconfigEnabled=true, the super user super:test); server 4 is
+# a spare started with a zoo.cfg naming all four, for `reconfig -add`. zkCli prints a config as
+# it is stored in /zookeeper/config: one `server.N=host:quorum:election:role;clientHost:clientPort`
+# line per member, then `version=<hex zxid>`.
+SUPER_DIGEST='super:D/InIHSb7yEEbrWz8b9l71RjZJU=' # super:test
+declare -A CL_CPORT=() CL_QPORT=() CL_EPORT=()
+cl_line() { echo "server.$1=127.0.0.1:${CL_QPORT[$1]}:${CL_EPORT[$1]}:participant;127.0.0.1:${CL_CPORT[$1]}"; }
+# The answer to a four-letter word on a client port, empty if none within 3 s.
+cl_4lw() {
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null || true
+}
+# cl_wait_serving SECONDS ID...: every one of them says Mode: leader/follower.
+cl_wait_serving() {
+  local deadline=$((SECONDS + $1)) id
+  shift
+  while :; do
+    local all=1
+    for id in "$@"; do
+      grep -qE '^Mode: (leader|follower)' <<<"$(cl_4lw "${CL_CPORT[$id]}" srvr)" || all=0
+    done
+    ((all)) && return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+cl_start() {
+  local id=$1
+  ZK_JVM_OPTS="-Dzookeeper.DigestAuthenticationProvider.superDigest=$SUPER_DIGEST" \
+    compat_start "$ZKCLI_DIR/cluster/server$id/zoo.cfg" "$ZKCLI_DIR/cluster/server$id/server.log" \
+    2>>"$ZKCLI_DIR/cluster/start.err" || true
+  if [[ -n "$COMPAT_PID" ]]; then
+    CL_PID[$id]=$COMPAT_PID
+    echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+  fi
+  COMPAT_PID=""
+}
+# OUT's lines that describe a configuration, sorted: server lines and version=.
+config_lines() { grep -E '^(server\.[0-9]+=|version=)' <<<"$OUT" | sort || true; }
+# The lines a configuration of members ID... prints (sorted), the version left out.
+members_lines() { local id; for id in "$@"; do cl_line "$id"; done | sort; }
+# check_config DESC ID...: OUT holds exactly the server lines of ID... and one version= line;
+# sets CL_VERSION to that version.
+CL_VERSION=""
+check_config() {
+  local desc=$1 got want
+  shift
+  CL_VERSION="$(sed -n 's/^version=\([0-9a-f][0-9a-f]*\)$/\1/p' <<<"$OUT" | head -n1)"
+  got="$(config_lines | grep -v '^version=' || true)"
+  want="$(members_lines "$@")"
+  if [[ "$got" == "$want" && -n "$CL_VERSION" && "$(config_lines | grep -c '^version=')" == 1 ]]; then
+    ok "$desc"
+  else
+    not_ok "$desc"
+    echo "#   want the lines:"
+    { echo "$want"; echo "version=<hex>"; } | comment
+    show_out
+  fi
+}
+
+cluster_section() {
+  local id c j
+  mkdir -p "$ZKCLI_DIR/cluster"
+  for id in 1 2 3 4; do
+    CL_CPORT[$id]=$(free_port)
+    CL_QPORT[$id]=$(free_port)
+    CL_EPORT[$id]=$(free_port)
+  done
+  for id in 1 2 3 4; do
+    mkdir -p "$ZKCLI_DIR/cluster/server$id/data"
+    echo "$id" >"$ZKCLI_DIR/cluster/server$id/data/myid"
+    {
+      echo "tickTime=1000"
+      echo "initLimit=5"
+      echo "syncLimit=2"
+      echo "dataDir=$ZKCLI_DIR/cluster/server$id/data"
+      echo "clientPort=${CL_CPORT[$id]}"
+      echo "clientPortAddress=127.0.0.1"
+      echo "4lw.commands.whitelist=*"
+      echo "reconfigEnabled=true"
+      echo "DigestAuthenticationProvider.superDigest=$SUPER_DIGEST"
+      # The founders name the founders; the spare names everyone, itself included.
+      for j in 1 2 3 $([[ $id == 4 ]] && echo 4); do
+        echo "server.$j=127.0.0.1:${CL_QPORT[$j]}:${CL_EPORT[$j]};127.0.0.1:${CL_CPORT[$j]}"
+      done
+    } >"$ZKCLI_DIR/cluster/server$id/zoo.cfg"
+  done
+  echo "# cluster: $COMPAT_SERVER servers 1-3 on client ports ${CL_CPORT[1]} ${CL_CPORT[2]} ${CL_CPORT[3]}, spare 4 on ${CL_CPORT[4]}"
+  for id in 1 2 3; do cl_start "$id"; done
+  if cl_wait_serving 60 1 2 3; then
+    ok "cluster: $COMPAT_SERVER servers 1-3 serve (srvr: Mode: leader/follower)"
+  else
+    not_ok "cluster: $COMPAT_SERVER servers 1-3 serve (srvr: Mode: leader/follower)"
+    comment <"$ZKCLI_DIR/cluster/start.err"
+    for id in 1 2 3; do echo "# server.$id:"; tail -n 15 "$ZKCLI_DIR/cluster/server$id/server.log" | comment; done
+    return 0
+  fi
+  cl_start 4
+
+  # Both sessions on server 1, which stays a member throughout.
+  local saved=("${JAVA_CLI[@]}")
+  JAVA_CLI=(java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+    -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+    -cp "${ZK_HOME:-.}/lib/*" org.apache.zookeeper.ZooKeeperMain -server "127.0.0.1:${CL_CPORT[1]}")
+  j_open rs || { JAVA_CLI=("${saved[@]}"); return 0; }
+  j_open rn || true
+
+  j_cmd rs "config"
+  check_config "zkCli config: the founding members as 'server.N=127.0.0.1:quorum:election:participant;127.0.0.1:client' lines and 'version=<hex>'" 1 2 3
+  local v0=$CL_VERSION
+  j_cmd rs "config -s"
+  check "zkCli config -s: the Stat of /zookeeper/config follows ('dataLength = ...', 'numChildren = 0')" \
+    eval 'line "numChildren = 0" && [[ "$(field dataLength)" =~ ^[1-9][0-9]*$ ]]'
+  check "zkCli config -s: mZxid = 0x<version> ('mZxid = 0x$v0')" line "mZxid = 0x$v0"
+  check "zkCli config -s: 'dataVersion = -1' (a reconfig writes the config with version -1)" \
+    line "dataVersion = -1"
+
+  if [[ -n "${S_PID[rn]:-}" ]]; then
+    j_cmd rn "reconfig -remove 3"
+    check "zkCli reconfig -remove 3 without auth: 'Insufficient permission : ' (NoAuth)" \
+      line "Insufficient permission : "
+  fi
+
+  j_cmd rs "addauth digest super:test"
+  check "zkCli addauth digest super:test: prints nothing" eval '[[ -z "$OUT" ]]'
+
+  local wrong
+  wrong="$(printf '%x' $((16#${v0:-0} + 1)))"
+  j_cmd rs "reconfig -remove 3 -v $wrong"
+  check "zkCli reconfig -remove 3 -v $wrong (not the version $v0): 'version No is not valid : ' (BadVersion)" \
+    line "version No is not valid : "
+
+  j_cmd rs "reconfig -remove 3 -v $v0"
+  check "zkCli reconfig -remove 3 -v $v0: first line 'Committed new configuration:'" \
+    eval '[[ "$(head -n1 <<<"$OUT")" == "Committed new configuration:" ]]'
+  check_config "zkCli reconfig -remove 3: the new configuration, servers 1 and 2, new version" 1 2
+  local v1=$CL_VERSION
+  check "zkCli reconfig -remove 3: the version grew ($v0 -> $v1)" eval '(( 16#${v1:-0} > 16#${v0:-0} ))'
+
+  j_cmd rs "config -s"
+  check_config "zkCli config after the removal: servers 1 and 2, version $v1" 1 2
+  check_eq "zkCli config after the removal: version" "$CL_VERSION" "$v1"
+  check "zkCli config -s after the removal: 'mZxid = 0x$v1', 'dataVersion = -1'" \
+    eval 'line "mZxid = 0x$v1" && line "dataVersion = -1"'
+
+  j_cmd rs "reconfig -add $(cl_line 4)"
+  check "zkCli reconfig -add server.4=...: first line 'Committed new configuration:'" \
+    eval '[[ "$(head -n1 <<<"$OUT")" == "Committed new configuration:" ]]'
+  check_config "zkCli reconfig -add server.4=...: servers 1, 2 and 4" 1 2 4
+  local v2=$CL_VERSION
+
+  j_cmd rs "reconfig -add server.5=127.0.0.1:${CL_QPORT[3]}:${CL_EPORT[3]}"
+  check "zkCli reconfig -add server.5=host:quorum:election (no client port): 'Arguments are not valid : ' (BadArguments)" \
+    line "Arguments are not valid : "
+
+  # ZooKeeper makes a change to the members there already are, with a new version.
+  j_cmd rs "reconfig -members $(cl_line 1),$(cl_line 2),$(cl_line 4)"
+  check_config "zkCli reconfig -members with the current members: committed as they are" 1 2 4
+  check "zkCli reconfig -members with the current members: a new version ($v2 -> $CL_VERSION)" \
+    eval '(( 16#${CL_VERSION:-0} > 16#${v2:-0} ))'
+  v2=$CL_VERSION
+
+  j_cmd rs "reconfig -members $(cl_line 1),$(cl_line 2)"
+  check "zkCli reconfig -members server.1=...,server.2=...: first line 'Committed new configuration:'" \
+    eval '[[ "$(head -n1 <<<"$OUT")" == "Committed new configuration:" ]]'
+  check_config "zkCli reconfig -members server.1=...,server.2=...: servers 1 and 2" 1 2
+  local v3=$CL_VERSION
+  check "zkCli reconfig -members: the version grew ($v2 -> $v3)" eval '(( 16#${v3:-0} > 16#${v2:-0} ))'
+
+  j_cmd rs "reconfig -remove 2"
+  check "zkCli reconfig -remove 2 (one voter would be left; standaloneEnabled): 'Arguments are not valid : ' (BadArguments)" \
+    line "Arguments are not valid : "
+
+  if [[ -n "${S_PID[rn]:-}" ]]; then
+    j_cmd rn "config"
+    check_config "zkCli config without auth (anyone may read it): servers 1 and 2" 1 2
+    check_eq "zkCli config without auth: version" "$CL_VERSION" "$v3"
+    sess_send rn "quit"
+    sess_exit rn || true
+  fi
+  sess_send rs "quit"
+  sess_exit rs || true
+  JAVA_CLI=("${saved[@]}")
+  cl_stop
+}
+
+if section single && single_server_start; then
+  T0=$SECONDS
+  if ((JAVA_OK)); then
+    zkcli_session
+    echo "# zkCli sessions took $((SECONDS - T0)) s"
+  fi
+  T0=$SECONDS
+  if ((C_OK)); then
+    cli_mt_session
+    echo "# cli_mt sessions took $((SECONDS - T0)) s"
+  fi
+
+  if kill -0 "$COMPAT_PID" 2>/dev/null; then
+    ok "$COMPAT_SERVER still running after both sessions"
+  else
+    not_ok "$COMPAT_SERVER still running after both sessions"
+    tail -n 40 "$SERVER_LOG" 2>/dev/null | comment
+  fi
+  compat_stop || true
 fi
 
-if kill -0 "$COMPAT_PID" 2>/dev/null; then
-  ok "$COMPAT_SERVER still running after both sessions"
-else
-  not_ok "$COMPAT_SERVER still running after both sessions"
-  tail -n 40 "$SERVER_LOG" 2>/dev/null | comment
+if section cluster && ((JAVA_OK)); then
+  T0=$SECONDS
+  cluster_section
+  echo "# cluster section took $((SECONDS - T0)) s"
 fi

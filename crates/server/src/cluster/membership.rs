@@ -7,9 +7,9 @@
 //! leader, in the order of its session's other writes:
 //!
 //! 1. checks, in ZooKeeper's order: reconfig enabled, `fromConfig` equals the current version,
-//!    the request parses, the caller may write `/zookeeper/config` (super user or its ACL),
-//!    the result differs and has a voter, and a quorum of the new voters is in touch with the
-//!    leader now;
+//!    the request parses, the result has two voters (one with standaloneEnabled=false), a
+//!    quorum of the new voters is in touch with the leader now, and the caller may write
+//!    `/zookeeper/config` (super user or its ACL);
 //! 2. the new members join (as learners, then as voters), members that leave stay for now;
 //! 3. the new configuration is written to `/zookeeper/config` through the log: that entry
 //!    answers the client, on its own server, in its session's order; every server that is
@@ -82,7 +82,10 @@ fn parse_list(text: &str) -> Result<Vec<Member>, String> {
         .collect()
 }
 
-/// The members a reconfig request asks for, from the current ones.
+/// The members a reconfig request asks for, from the current ones, as ZooKeeper's
+/// `PrepRequestProcessor` reads it: a new member list, or the current members less those
+/// leaving (an id that is not a member is passed over) plus those joining (which must give
+/// their client address).
 fn requested(current: &[Member], r: &ReconfigRequest) -> Result<Vec<Member>, String> {
     if let Some(new) = r.new_members.as_deref().filter(|n| !n.trim().is_empty()) {
         return parse_list(new);
@@ -93,14 +96,18 @@ fn requested(current: &[Member], r: &ReconfigRequest) -> Result<Vec<Member>, Str
             let id: u64 = id
                 .parse()
                 .map_err(|_| format!("{id:?} is not a server id"))?;
-            if !members.iter().any(|m| m.id == id) {
-                return Err(format!("server {id} is not a member"));
-            }
             members.retain(|m| m.id != id);
         }
     }
     if let Some(joining) = r.joining_servers.as_deref() {
         for member in parse_list(joining)? {
+            if member.client.is_none() {
+                return Err(format!(
+                    "server.{} has no client address: each joining server needs its three \
+                     ports",
+                    member.id
+                ));
+            }
             members.retain(|m| m.id != member.id);
             members.push(member);
         }
@@ -217,8 +224,10 @@ async fn prepare(
     if !ctx.config.cluster.reconfig_enabled || ctx.consensus.standalone() {
         return Err(ErrorCode::RECONFIG_DISABLED);
     }
-    // In ZooKeeper's order (PrepRequestProcessor): the version and the arguments are checked
-    // before the caller's right to reconfigure (kazoo's and go-zookeeper's tests expect it).
+    // In ZooKeeper's order (PrepRequestProcessor): the version, the arguments, the voters
+    // left and the quorum are checked before the caller's right to reconfigure (kazoo's,
+    // go-zookeeper's and zkCli's tests see the same errors from both). Like ZooKeeper, a
+    // change to the members there already are is made (with a new version).
     let (members, version) = current(ctx);
     if request.cur_config_id != -1 && request.cur_config_id != version {
         return Err(ErrorCode::BAD_VERSION);
@@ -227,27 +236,33 @@ async fn prepare(
         tracing::info!("reconfig refused: {why}");
         ErrorCode::BAD_ARGUMENTS
     })?;
-    if !may_reconfigure(ctx, auth) {
-        return Err(ErrorCode::NO_AUTH);
-    }
-    if wanted == members || !wanted.iter().any(|m| m.role == Role::Participant) {
-        tracing::info!("reconfig refused: no change, or no participant left");
-        return Err(ErrorCode::BAD_ARGUMENTS);
-    }
-    // ZooKeeper's leader refuses a configuration whose quorum is not in touch with it now.
-    let status = ctx.consensus.status();
-    let me = ctx.consensus.node_id();
+    // ZooKeeper: with standaloneEnabled, at least two voters (one would run standalone).
+    let voters_min = if ctx.config.cluster.standalone_enabled {
+        2
+    } else {
+        1
+    };
     let voters: Vec<u64> = wanted
         .iter()
         .filter(|m| m.role == Role::Participant)
         .map(|m| m.id)
         .collect();
+    if voters.len() < voters_min {
+        tracing::info!("reconfig refused: fewer than {voters_min} voters would be left");
+        return Err(ErrorCode::BAD_ARGUMENTS);
+    }
+    // ZooKeeper's leader refuses a configuration whose quorum is not in touch with it now.
+    let status = ctx.consensus.status();
+    let me = ctx.consensus.node_id();
     let in_touch = voters
         .iter()
         .filter(|id| **id == me || status.synced_followers.contains(id))
         .count();
     if in_touch < voters.len() / 2 + 1 {
         return Err(ErrorCode::NEW_CONFIG_NO_QUORUM);
+    }
+    if !may_reconfigure(ctx, auth) {
+        return Err(ErrorCode::NO_AUTH);
     }
     // Step 2: everyone of either configuration; the new voters vote, those that leave keep
     // their role until step 4.

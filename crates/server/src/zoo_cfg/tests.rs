@@ -432,18 +432,29 @@ fn non_ascii_data_dirs() {
 fn dynamic_config_file() {
     let scratch = Scratch::new();
     scratch.myid("data", "2");
-    scratch.write(
-        "zoo.cfg.dynamic.100000000",
-        "server.1=a:2888:3888:participant;0.0.0.0:2181\n\
-         server.2=b:2888:3888:participant;0.0.0.0:2182\n\
-         server.3=c:2888:3888:participant;0.0.0.0:2183\n\
-         version=100000000\n",
-    );
+    let members = "server.1=a:2888:3888:participant;0.0.0.0:2181\n\
+                   server.2=b:2888:3888:participant;0.0.0.0:2182\n\
+                   server.3=c:2888:3888:participant;0.0.0.0:2183";
+    scratch.write("zoo.cfg.dynamic.100000000", members);
     let main = "dataDir=@DIR@/data\ndynamicConfigFile=@DIR@/zoo.cfg.dynamic.100000000\n";
     let (c, warnings) = scratch.load(main).unwrap();
     assert_eq!(warnings, []);
     assert_eq!(c.cluster.members.len(), 3);
     assert_eq!(c.client_listen, HostPort::new("0.0.0.0", 2182));
+    // The version is the hex number the file's name ends in (ZooKeeper's
+    // getVersionFromFilename), 0 when it ends in none.
+    let files = c.zoo_cfg.unwrap();
+    assert_eq!(files.path, scratch.path().join("zoo.cfg"));
+    assert_eq!(files.dynamic_version, Some(0x1_0000_0000));
+    scratch.write("members", members);
+    let (c, _) = scratch
+        .load("dataDir=@DIR@/data\ndynamicConfigFile=@DIR@/members\n")
+        .unwrap();
+    assert_eq!(c.zoo_cfg.unwrap().dynamic_version, Some(0));
+    let (c, _) = scratch
+        .load("dataDir=@DIR@/data\nclientPort=2182\nserver.1=a:1:2\nserver.2=b:1:2\n")
+        .unwrap();
+    assert_eq!(c.zoo_cfg.unwrap().dynamic_version, None);
 
     let err = scratch
         .load(&format!("{main}server.1=a:2888:3888\n"))
@@ -452,6 +463,19 @@ fn dynamic_config_file() {
     assert!(
         err.contains("server.1 (line 3) must be in the dynamic config file"),
         "{err}"
+    );
+
+    // ZooKeeper refuses a version line inside the file: "dynamic file shouldn't have version
+    // inside".
+    scratch.write(
+        "zoo.cfg.dynamic.100000000",
+        &format!("{members}\nversion=100000000\n"),
+    );
+    let err = scratch.load(main).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Value { key, line: 4, reason, .. }
+            if key == "version" && reason.contains("shouldn't have version inside")),
+        "{err:?}"
     );
 
     scratch.write(
@@ -464,6 +488,13 @@ fn dynamic_config_file() {
             if key == "tickTime" && path.ends_with("zoo.cfg.dynamic.100000000")),
         "{err:?}"
     );
+
+    scratch.write("zoo.cfg.dynamic.-1", members);
+    let err = scratch
+        .load("dataDir=@DIR@/data\ndynamicConfigFile=@DIR@/zoo.cfg.dynamic.-1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("negative"), "{err}");
 }
 
 #[test]

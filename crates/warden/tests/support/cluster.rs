@@ -125,7 +125,8 @@ impl Member {
         self.dir.join("data")
     }
 
-    fn cfg_path(&self) -> PathBuf {
+    /// The zoo.cfg it is started from (rewritten by the server itself after a reconfig).
+    pub fn cfg_path(&self) -> PathBuf {
         self.dir.join("zoo.cfg")
     }
 
