@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net"
@@ -24,6 +25,9 @@ const (
 	electionPort = 3888
 	tickMs       = 500
 )
+
+// errOverlap: a fault cannot act on a server that another fault of the same episode took.
+var errOverlap = errors.New("another fault of this episode holds it")
 
 type system string
 
@@ -108,7 +112,8 @@ func (c *cluster) clientAddress(i int) string {
 func (c *cluster) start(i int) error {
 	s := c.servers[i]
 	if s.running() {
-		return fmt.Errorf("server.%d is already running", s.id)
+		// Two overlapping faults that both restart it: the first did.
+		return nil
 	}
 	log, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -155,7 +160,7 @@ func (c *cluster) kill(i int) error {
 func (c *cluster) pause(i int) error {
 	s := c.servers[i]
 	if !s.running() {
-		return fmt.Errorf("server.%d is not running", s.id)
+		return fmt.Errorf("server.%d is not running: %w", s.id, errOverlap)
 	}
 	s.stopped = true
 	return s.cmd.Process.Signal(syscall.SIGSTOP)
@@ -256,7 +261,7 @@ func (c *cluster) waitServing(bound time.Duration) error {
 func (c *cluster) damage(i int, rng *rand.Rand) (string, error) {
 	s := c.servers[i]
 	if s.running() {
-		return "", fmt.Errorf("server.%d is running", s.id)
+		return "", fmt.Errorf("server.%d is running: %w", s.id, errOverlap)
 	}
 	// The newest file of each kind (Warden: the log segment and the snapshot; ZooKeeper: log.*
 	// and snapshot.*): the records a restart must read.
@@ -320,7 +325,7 @@ func (c *cluster) damage(i int, rng *rand.Rand) (string, error) {
 func (c *cluster) wipe(i int) error {
 	s := c.servers[i]
 	if s.running() {
-		return fmt.Errorf("server.%d is running", s.id)
+		return fmt.Errorf("server.%d is running: %w", s.id, errOverlap)
 	}
 	if err := os.RemoveAll(s.dataDir()); err != nil {
 		return err

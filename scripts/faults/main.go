@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -295,7 +296,11 @@ func (r *run) injectFaults() {
 		for _, n := range chosen {
 			e := &episode{nemesis: n.name, start: time.Duration(r.rec.now())}
 			if err := n.inject(e); err != nil {
-				r.problems = append(r.problems, fmt.Sprintf("%s: injecting: %v", n.name, err))
+				if errors.Is(err, errOverlap) {
+					r.notes = append(r.notes, fmt.Sprintf("%v %s: not injected: %v", e.start.Round(time.Millisecond), n.name, err))
+				} else {
+					r.problems = append(r.problems, fmt.Sprintf("%s: injecting: %v", n.name, err))
+				}
 				continue
 			}
 			fmt.Printf("faults: %8v %-17s %s\n", e.start.Round(time.Millisecond), n.name, e.what)
