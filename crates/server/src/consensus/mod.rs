@@ -257,6 +257,13 @@ fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
         // must start its replication over instead of treating that as a bug. Its votes are
         // withheld until it has caught up (`rejoin`), which is what keeps this safe.
         allow_log_reversion: Some(true),
+        // A leader that restarts must win a new election, in a new term, as in standard Raft.
+        // openraft's default restores it as leader of its old term at once, and then the
+        // entries it appends reuse (term, index) pairs that a follower may already hold with
+        // other contents (sent before the crash, never flushed on the leader): the follower
+        // keeps its own, and the replicas diverge. The fault suite's long profile caught
+        // exactly that after a kill -9 of every server (docs/faults.md).
+        enable_leader_restore: Some(false),
         install_snapshot_timeout: 10_000,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_interval_txns),
         max_in_snapshot_log_to_keep: options.snapshot_interval_txns,
