@@ -153,7 +153,7 @@ pub fn environment() -> Vec<(&'static str, String)> {
             "os.version",
             read("/proc/sys/kernel/osrelease").unwrap_or_default(),
         ),
-        ("user.name", env("USER")),
+        ("user.name", user_name()),
         ("user.home", env("HOME")),
         (
             "user.dir",
@@ -165,6 +165,28 @@ pub fn environment() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The name of the user the process runs as: $USER, else the passwd entry of its uid.
+fn user_name() -> String {
+    if let Ok(user) = std::env::var("USER") {
+        return user;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let Some(uid) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+    else {
+        return String::new();
+    };
+    std::fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == uid)
+        .map(|f| f[0].to_owned())
+        .unwrap_or_default()
+}
+
 /// A value of `mntr`/`monitor`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
@@ -173,8 +195,8 @@ pub enum Metric {
     Text(String),
 }
 
-/// `mntr`, `monitor`: names without ZooKeeper's `zk_` text prefix, in its order where it has
-/// them.
+/// `mntr`, `monitor`: names without ZooKeeper's `zk_` text prefix; ZooKeeper's gauges in the
+/// order ZooKeeper 3.9.5 lists them (zk395-admin-json/monitor.txt), then Warden's own.
 pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
     use Metric::{Float, Int, Text};
     let mode = mode(ctx);
@@ -201,7 +223,6 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         ),
         ("znode_count", n(state.tree().len())),
         ("global_sessions", n(state.sessions().count())),
-        ("local_sessions", Int(0)),
         (
             "packets_sent",
             u(r.stats.packets_sent.load(Ordering::Relaxed)),
@@ -212,12 +233,14 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         ),
         ("watch_count", n(r.watches().len())),
         ("min_latency", Int(min as i64)),
-        ("max_latency", Int(max as i64)),
         (
             "approximate_data_size",
             n(state.tree().approximate_bytes() as usize),
         ),
+        ("local_sessions", Int(0)),
         ("uptime", u(ctx.started.elapsed().as_millis() as u64)),
+        ("max_latency", Int(max as i64)),
+        // Warden's own, after ZooKeeper's.
         ("last_zxid", Text(format!("{:#x}", state.last_zxid()))),
         ("raft_term", u(status.term)),
         ("raft_last_log_index", u(status.last_log_index)),

@@ -166,3 +166,26 @@ async fn health() -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HostPort;
+
+    #[tokio::test]
+    async fn a_taken_default_address_is_given_up_a_named_one_is_an_error() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let mut admin = Admin {
+            listen_default: HostPort::new("127.0.0.1", port),
+            ..Admin::default()
+        };
+        assert!(bind(&admin).await.unwrap().is_none());
+        admin.listen = Some(HostPort::new("127.0.0.1", port));
+        assert!(bind(&admin).await.is_err());
+        admin.listen = Some(HostPort::new("127.0.0.1", 0));
+        assert!(bind(&admin).await.unwrap().is_some());
+        admin.enabled = false;
+        assert!(bind(&admin).await.unwrap().is_none());
+    }
+}

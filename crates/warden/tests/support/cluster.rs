@@ -272,7 +272,8 @@ impl Cluster {
     fn zoo_cfg(&self, member: &Member) -> String {
         let mut cfg = format!(
             "tickTime={}\ninitLimit=5\nsyncLimit=2\ndataDir={}\nclientPort={}\n\
-             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n\
+             admin.enableServer=false\n",
             TICK.as_millis(),
             member.data_dir().display(),
             member.client_port

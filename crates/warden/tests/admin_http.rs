@@ -1,0 +1,349 @@
+//! The admin HTTP server of a real `warden server` process against ZooKeeper 3.9.5's
+//! AdminServer, as captured from a running ZooKeeper (golden/zk395-admin-json, the same files
+//! as ../shared/reference/zookeeper-3.9.5-samples): field names, order and JSON types, the
+//! `command`/`error` tail, status codes; ClickHouse Keeper's `/ready`; the admin.* keys.
+
+mod support;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use support::http::{self, Reply};
+use support::servers::free_port;
+use support::warden::{Warden, client, ephemeral, persistent};
+
+/// The body of a captured ZooKeeper reply.
+fn capture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/golden/zk395-admin-json/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = text.replace("\r\n", "\n");
+    text.split_once("\n\n").expect("head and body").1.to_owned()
+}
+
+fn status_of_capture(name: &str) -> u16 {
+    let path = format!(
+        "{}/tests/golden/zk395-admin-json/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// Each `"key" : value` line of Jackson's pretty JSON: indent, key, and the JSON type of the
+/// value (`long` and `double` told apart as Jackson writes them).
+fn shape(body: &str) -> Vec<(usize, String, &'static str)> {
+    body.lines()
+        .filter_map(|line| {
+            let indent = line.len() - line.trim_start().len();
+            let (key, value) = line.trim_start().split_once("\" : ")?;
+            let key = key.strip_prefix('"')?.to_owned();
+            let value = value.trim_end_matches(',');
+            let kind = match value {
+                "true" | "false" => "bool",
+                "null" => "null",
+                v if v.starts_with('"') => "string",
+                v if v.starts_with('{') => "object",
+                v if v.starts_with('[') => "array",
+                v if v.contains('.') => "double",
+                _ => "long",
+            };
+            Some((indent, key, kind))
+        })
+        .collect()
+}
+
+/// The top-level keys only.
+fn top_keys(body: &str) -> Vec<String> {
+    shape(body)
+        .into_iter()
+        .filter(|(indent, _, _)| *indent == 2)
+        .map(|(_, k, _)| k)
+        .collect()
+}
+
+fn admin(warden: &Warden, path: &str) -> Reply {
+    http::get(warden.admin_addr(), path, &[]).expect("the admin server answers")
+}
+
+fn command(warden: &Warden, name: &str) -> Reply {
+    let reply = admin(warden, &format!("/commands/{name}"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/json"),
+        "{name}"
+    );
+    reply
+}
+
+/// The keys of `ours` that ZooKeeper's capture also has, in the same order as there, with
+/// the same types.
+fn assert_shared_keys_agree(name: &str, ours: &str, zookeeper: &str) {
+    let theirs = shape(zookeeper);
+    let mut last = 0;
+    for (indent, key, kind) in shape(ours).into_iter().filter(|l| l.0 == 2) {
+        if let Some(at) = theirs
+            .iter()
+            .position(|(i, k, _)| *i == indent && *k == key)
+        {
+            assert_eq!(theirs[at].2, kind, "{name}: type of {key}:\n{ours}");
+            assert!(
+                at >= last,
+                "{name}: {key} out of ZooKeeper's order:\n{ours}"
+            );
+            last = at;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_answer_with_zookeepers_json() {
+    let warden = Warden::start("");
+    // The captures' scenario: /app, an ephemeral under it, one data watch.
+    let zk = client(&warden).await;
+    zk.create("/app", b"", &persistent()).await.unwrap();
+    zk.create("/app/eph", b"", &ephemeral()).await.unwrap();
+    let (_, _watch) = zk.check_and_watch_stat("/app/none").await.unwrap();
+    let session = zk.session_id().0;
+
+    // Exactly ZooKeeper's fields, order and types.
+    for name in [
+        "configuration",
+        "connections",
+        "dirs",
+        "get_trace_mask",
+        "initial_configuration",
+        "is_read_only",
+        "observers",
+        "ruok",
+        "server_stats",
+        "stats",
+        "voting_view",
+        "watch_summary",
+        "leader",
+        "zabstate",
+        "observer_connection_stat_reset",
+    ] {
+        let reply = command(&warden, name);
+        assert_eq!(reply.status, 200, "{name}: {}", reply.body);
+        assert_eq!(
+            shape(&reply.body),
+            shape(&capture(name)),
+            "{name}:\n{}",
+            reply.body
+        );
+    }
+
+    // Aliases answer with the primary name.
+    let stat = command(&warden, "stat");
+    assert!(
+        stat.body.contains("\"command\" : \"stats\""),
+        "{}",
+        stat.body
+    );
+    let srvr = command(&warden, "srvr").body;
+    assert!(srvr.contains("\"server_state\" : \"standalone\""), "{srvr}");
+    assert!(srvr.contains("\"node_count\" : 9,"), "{srvr}");
+
+    let conf = command(&warden, "conf").body;
+    assert!(
+        conf.contains(&format!("\"client_port\" : {},", warden.port)),
+        "{conf}"
+    );
+    let icfg = command(&warden, "icfg").body;
+    assert!(
+        icfg.contains(&format!("admin.serverPort={}\\n", warden.admin_port)),
+        "initial_configuration is the zoo.cfg as written: {icfg}"
+    );
+    let cons = command(&warden, "cons").body;
+    assert!(
+        cons.contains(&format!("\"session_id\" : {session},")),
+        "{cons}"
+    );
+    let wchs = command(&warden, "wchs").body;
+    assert!(wchs.contains("\"num_total_watches\" : 1,"), "{wchs}");
+
+    // Maps keyed by session or path: ZooKeeper's top-level fields, then the values.
+    for name in ["dump", "watches", "watches_by_path"] {
+        let reply = command(&warden, name);
+        assert_eq!(top_keys(&reply.body), top_keys(&capture(name)), "{name}");
+    }
+    let dump = command(&warden, "dump").body;
+    assert!(
+        dump.contains(&format!("\"{session}\" : [ \"/app/eph\" ]")),
+        "{dump}"
+    );
+    assert!(dump.contains(&format!("[ {session} ]")), "{dump}");
+    let wchc = command(&warden, "wchc").body;
+    assert!(
+        wchc.contains(&format!("\"{session}\" : [ \"/app/none\" ]")),
+        "{wchc}"
+    );
+    let wchp = command(&warden, "wchp").body;
+    assert!(
+        wchp.contains(&format!("\"/app/none\" : [ {session} ]")),
+        "{wchp}"
+    );
+
+    // Warden reports fewer facts than a JVM: what it does report agrees with ZooKeeper.
+    for name in ["monitor", "environment", "hash"] {
+        let reply = command(&warden, name);
+        assert_eq!(reply.status, 200, "{name}");
+        assert_shared_keys_agree(name, &reply.body, &capture(name));
+        let keys = top_keys(&reply.body);
+        assert_eq!(keys[keys.len() - 2..], ["command", "error"], "{name}");
+    }
+    let mntr = command(&warden, "mntr").body;
+    assert_eq!(
+        top_keys(&mntr)[..3],
+        ["version", "server_state", "ephemerals_count"]
+    );
+    assert!(mntr.contains("\"znode_count\" : 9,"), "{mntr}");
+
+    // The resets answer as ZooKeeper's, and reset.
+    for name in ["connection_stat_reset", "stat_reset"] {
+        let reply = command(&warden, name);
+        assert_eq!((reply.status, reply.body), (200, capture(name)), "{name}");
+    }
+    // A ping may have arrived since.
+    let srvr = command(&warden, "srvr").body;
+    assert!(number(&srvr, "packets_received") <= 1, "{srvr}");
+    drop(zk);
+}
+
+/// The first value of `key` in a reply, a whole number.
+fn number(body: &str, key: &str) -> i64 {
+    let (_, rest) = body
+        .split_once(&format!("\"{key}\" : "))
+        .unwrap_or_else(|| panic!("no {key} in {body}"));
+    rest.split(|c: char| c == ',' || c == '\n')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_commands_auth_and_the_links_page() {
+    let warden = Warden::start("");
+
+    // ZooKeeper: 200 and the name as asked.
+    let reply = command(&warden, "nosuchcmd");
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (
+            status_of_capture("nosuchcmd"),
+            capture("nosuchcmd").as_str()
+        )
+    );
+
+    // snapshot and restore need an Authorization header: ZooKeeper's 401 without one.
+    let reply = command(&warden, "snapshot");
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (status_of_capture("snapshot"), capture("snapshot").as_str())
+    );
+    let reply = http::request(warden.admin_addr(), "POST", "/commands/restore", &[]).unwrap();
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    // With one, Warden cannot serve them yet: 503, as a ZooKeeper with them disabled.
+    let reply = http::get(
+        warden.admin_addr(),
+        "/commands/snap",
+        &["Authorization: digest root:pw"],
+    )
+    .unwrap();
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert_eq!(top_keys(&reply.body), ["command", "error"]);
+    assert!(reply.body.contains("\"command\" : \"snapshot\""));
+
+    // The links page: one link per primary name, sorted.
+    let page = admin(&warden, "/commands");
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("content-type"), Some("text/html"));
+    assert_eq!(page.body.matches("<br/>").count(), 28, "{}", page.body);
+    assert!(
+        page.body
+            .starts_with("<a href=\"/commands/configuration\">configuration</a><br/>\n"),
+        "{}",
+        page.body
+    );
+    assert_eq!(admin(&warden, "/commands/").body, page.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_and_health() {
+    let warden = Warden::start("");
+    let ready = admin(&warden, "/ready");
+    assert_eq!(ready.status, 200);
+    assert_eq!(
+        ready.body,
+        "{\"details\":{\"role\":\"leader\",\"hasLeader\":true},\"status\":\"ok\"}"
+    );
+    let health = admin(&warden, "/health");
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (200, "{\"status\":\"ok\"}")
+    );
+    let head = http::request(warden.admin_addr(), "HEAD", "/ready", &[]).unwrap();
+    assert_eq!(head.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_keys_are_honoured() {
+    // admin.enableServer=false: nothing listens on the admin port.
+    let warden = Warden::start("admin.enableServer=false\n");
+    assert_eq!(warden.four_letter("ruok"), "imok");
+    assert!(TcpStream::connect_timeout(&warden.admin_addr(), Duration::from_secs(1)).is_err());
+    drop(warden);
+
+    // admin.commandURL moves the commands; admin.idleTimeout closes idle connections.
+    let warden = Warden::start("admin.commandURL=/zk\nadmin.idleTimeout=500\n");
+    let reply = admin(&warden, "/zk/ruok");
+    assert_eq!((reply.status, reply.body), (200, capture("ruok")));
+    assert_eq!(admin(&warden, "/commands/ruok").status, 404);
+    assert!(
+        admin(&warden, "/zk")
+            .body
+            .contains("<a href=\"/zk/ruok\">ruok</a>")
+    );
+    let mut idle = TcpStream::connect(warden.admin_addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    let _ = std::io::Read::read(&mut idle, &mut buf);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "an idle admin connection was kept {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_named_admin_port_that_is_taken_stops_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n",
+            dir.path().join("data").display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let out = support::servers::warden_command(&cfg)
+        .output()
+        .expect("running warden");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen for admin HTTP on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+}
