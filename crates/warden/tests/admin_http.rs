@@ -218,11 +218,7 @@ fn number(body: &str, key: &str) -> i64 {
     let (_, rest) = body
         .split_once(&format!("\"{key}\" : "))
         .unwrap_or_else(|| panic!("no {key} in {body}"));
-    rest.split(|c: char| c == ',' || c == '\n')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    rest.split([',', '\n']).next().unwrap().parse().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

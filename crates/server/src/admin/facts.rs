@@ -233,10 +233,7 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         ),
         ("watch_count", n(r.watches().len())),
         ("min_latency", Int(min as i64)),
-        (
-            "approximate_data_size",
-            n(state.tree().approximate_bytes() as usize),
-        ),
+        ("approximate_data_size", n(state.tree().approximate_bytes())),
         ("local_sessions", Int(0)),
         ("uptime", u(ctx.started.elapsed().as_millis() as u64)),
         ("max_latency", Int(max as i64)),
