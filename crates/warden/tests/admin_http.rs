@@ -125,6 +125,7 @@ async fn commands_answer_with_zookeepers_json() {
         "leader",
         "zabstate",
         "observer_connection_stat_reset",
+        "last_snapshot",
     ] {
         let reply = command(&warden, name);
         assert_eq!(reply.status, 200, "{name}: {}", reply.body);
@@ -266,6 +267,42 @@ async fn unknown_commands_auth_and_the_links_page() {
         page.body
     );
     assert_eq!(admin(&warden, "/commands/").body, page.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_snapshot_names_the_newest_snapshots_zxid() {
+    let warden = Warden::start("snapCount=2\n");
+    let zk = client(&warden).await;
+    for i in 0..6 {
+        zk.create(&format!("/n{i}"), b"", &persistent())
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let body = command(&warden, "lsnp").body;
+        if !body.contains("\"zxid\" : \"0\"") || Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(shape(&body), shape(&capture("last_snapshot")), "{body}");
+    let zxid = body
+        .split_once("\"zxid\" : \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(hex, _)| i64::from_str_radix(hex, 16).unwrap())
+        .unwrap();
+    // Hex without 0x; at most the last zxid the server applied.
+    let srvr = command(&warden, "srvr").body;
+    assert!(
+        zxid > 0 && zxid <= number(&srvr, "last_processed_zxid"),
+        "{body}\n{srvr}"
+    );
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((now_s - number(&body, "timestamp")).abs() < 120, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -245,11 +245,14 @@ fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
         }
         "zabstate" => zabstate(ctx, &mut o),
         "last_snapshot" => {
-            return Err(
-                "last_snapshot is not supported by Warden yet: its snapshots are \
-                        named by Raft index, not by zxid"
-                    .into(),
-            );
+            // ZooKeeper: the zxid in the newest snapshot's name, in hex without 0x, and the
+            // file's mtime in seconds. Before Warden's first snapshot: 0 and 0.
+            let (zxid, written) = ctx
+                .consensus
+                .last_snapshot()
+                .map_err(|e| format!("cannot read the last snapshot: {e}"))?
+                .map_or((0, 0), |(zxid, at)| (zxid, millis_since_epoch(at) / 1000));
+            o.put("zxid", format!("{zxid:x}")).put("timestamp", written);
         }
         "set_trace_mask" => {
             return Err("set_trace_mask is not supported by Warden: it has no trace log".into());
