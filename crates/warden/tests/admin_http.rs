@@ -8,6 +8,7 @@ mod support;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use support::cluster::{Cluster, System};
 use support::http::{self, Reply};
 use support::servers::free_port;
 use support::warden::{Warden, client, ephemeral, persistent};
@@ -431,4 +432,103 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+fn member_get(cluster: &Cluster, i: usize, path: &str) -> Reply {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], cluster.members[i].admin_port));
+    http::get(addr, path, &[]).expect("the member's admin server answers")
+}
+
+/// A cluster of two participants and an observer: each member's view of the leader and the
+/// membership, ZooKeeper's quorum shapes, and `/ready` failing once the quorum is gone.
+#[test]
+fn cluster_members_answer_with_their_roles() {
+    let mut cluster = Cluster::start(System::Warden, 2, 1, "");
+    let leader = cluster.wait_for_leader(Duration::from_secs(30));
+    let follower = 1 - leader;
+    let leader_id = cluster.members[leader].id;
+
+    for (i, is_leader, role) in [
+        (leader, true, "leader"),
+        (follower, false, "follower"),
+        (2, false, "observer"),
+    ] {
+        let lead = member_get(&cluster, i, "/commands/leader").body;
+        assert_eq!(
+            top_keys(&lead),
+            ["is_leader", "leader_id", "leader_ip", "command", "error"],
+            "{lead}"
+        );
+        assert!(
+            lead.contains(&format!("\"is_leader\" : {is_leader},")),
+            "{lead}"
+        );
+        assert!(
+            lead.contains(&format!("\"leader_id\" : {leader_id},")),
+            "{lead}"
+        );
+        assert!(lead.contains("\"leader_ip\" : \"127.0.0.1\""), "{lead}");
+        let ready = member_get(&cluster, i, "/ready");
+        assert_eq!(ready.status, 200, "{}", ready.body);
+        assert_eq!(
+            ready.body,
+            format!("{{\"details\":{{\"role\":\"{role}\",\"hasLeader\":true}},\"status\":\"ok\"}}")
+        );
+        let zab = member_get(&cluster, i, "/commands/zabstate").body;
+        assert_eq!(
+            top_keys(&zab),
+            [
+                "myid",
+                "is_leader",
+                "quorum_address",
+                "election_address",
+                "client_address",
+                "voting",
+                "last_zxid",
+                "zab_epoch",
+                "zab_counter",
+                "zabstate",
+                "command",
+                "error"
+            ],
+            "{zab}"
+        );
+        assert!(zab.contains("\"zabstate\" : \"broadcast\""), "{zab}");
+    }
+
+    let view = member_get(&cluster, follower, "/commands/voting_view").body;
+    for m in &cluster.members {
+        assert!(view.contains(&format!("\"{}\" : {{", m.id)), "{view}");
+    }
+    assert_eq!(
+        view.matches("\"learner_type\" : \"observer\"").count(),
+        1,
+        "{view}"
+    );
+    let stats = member_get(&cluster, leader, "/commands/srvr").body;
+    assert!(stats.contains("\"server_state\" : \"leader\""), "{stats}");
+    assert!(stats.contains("\"proposal_stats\" : {"), "{stats}");
+
+    // Without its leader the remaining participant has no quorum: not ready, still alive.
+    cluster.kill9(leader);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ready = loop {
+        let ready = member_get(&cluster, follower, "/ready");
+        if ready.status != 200 || Instant::now() > deadline {
+            break ready;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(
+        ready.body.ends_with("\"status\":\"fail\"}"),
+        "{}",
+        ready.body
+    );
+    assert_eq!(member_get(&cluster, follower, "/health").status, 200);
+    let ruok = member_get(&cluster, follower, "/commands/ruok").body;
+    assert!(
+        ruok.contains("This ZooKeeper instance is not currently serving requests"),
+        "{ruok}"
+    );
 }
