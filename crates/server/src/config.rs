@@ -421,7 +421,20 @@ impl Config {
 
     /// The whole config as Warden's TOML, every value written out.
     pub fn to_toml_string(&self) -> String {
-        toml::to_string(self).expect("every Config field has a TOML form")
+        let text = toml::to_string(self).expect("every Config field has a TOML form");
+        // A zoo.cfg's unnamed admin address (ZooKeeper's 0.0.0.0:8080) is not the TOML's;
+        // written as `listen` it would become a named one, fatal when taken, so a comment.
+        if self.admin.listen.is_none()
+            && self.admin.listen_default != Admin::default().listen_default
+        {
+            let note = format!(
+                "[admin]\n# listen: none named; tries {} and runs without an admin server if \
+                 it is taken\n",
+                self.admin.listen_default
+            );
+            return text.replacen("[admin]\n", &note, 1);
+        }
+        text
     }
 
     /// Checks that every value is in range and that the values work together.

@@ -392,6 +392,13 @@ fn admin_and_metrics_endpoints() {
     let c = config("admin.commandURL=/zk\nadmin.idleTimeout=5000\n");
     assert_eq!(c.admin.command_url, "/zk");
     assert_eq!(c.admin.idle_timeout_ms, 5000);
+    // --print-config says where an unnamed zoo.cfg admin server goes.
+    let printed = config("").to_toml_string();
+    assert!(
+        printed.contains("[admin]\n# listen: none named; tries 0.0.0.0:8080 and runs"),
+        "{printed}"
+    );
+    assert!(!Config::default().to_toml_string().contains("# listen"));
     assert!(load("admin.commandURL=commands\n").is_err());
     assert!(load("admin.idleTimeout=0\n").is_err());
     let prometheus = "metricsProvider.className=\
