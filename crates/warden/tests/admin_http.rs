@@ -375,7 +375,7 @@ fn a_named_admin_port_that_is_taken_stops_the_start() {
     let out = support::servers::warden_command(&cfg)
         .output()
         .expect("running warden");
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!("cannot listen for admin HTTP on 127.0.0.1:{port}")),
