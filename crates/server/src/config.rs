@@ -60,6 +60,9 @@ pub struct Config {
     /// never rewritten.
     #[serde(skip)]
     pub zoo_cfg: Option<crate::zoo_cfg::ZooCfgFiles>,
+    /// The file the config was read from, as written (the `initial_configuration` command).
+    #[serde(skip)]
+    pub source_text: Option<String>,
 }
 
 /// Bounds on connections, frames, queues and watches. A connection count of 0 means no limit,
@@ -191,13 +194,67 @@ pub enum Role {
     Observer,
 }
 
-/// The admin HTTP endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The admin HTTP server: ZooKeeper's AdminServer commands, `/ready` and `/health`
+/// (docs/admin.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Admin {
-    /// Where the admin HTTP server listens; none, the default, for no admin server.
+    /// Whether it runs (zoo.cfg: admin.enableServer).
+    pub enabled: bool,
+    /// Where it listens, as the operator wrote it (admin.serverAddress/serverPort). A server
+    /// that cannot listen there does not start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<HostPort>,
+    /// Where it listens when `listen` is not set: 127.0.0.1:8080 from TOML or no config,
+    /// ZooKeeper's 0.0.0.0:8080 from a zoo.cfg. 8080 is often taken, so a server that cannot
+    /// listen there logs a warning and serves clients without an admin server.
+    #[serde(skip)]
+    pub listen_default: HostPort,
+    /// The path the commands live under (admin.commandURL).
+    pub command_url: String,
+    /// How long an idle admin connection is kept open (admin.idleTimeout).
+    pub idle_timeout_ms: u32,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Admin {
+            enabled: true,
+            listen: None,
+            listen_default: HostPort::new("127.0.0.1", ADMIN_PORT_DEFAULT),
+            command_url: ADMIN_COMMAND_URL_DEFAULT.to_owned(),
+            idle_timeout_ms: ADMIN_IDLE_TIMEOUT_MS_DEFAULT,
+        }
+    }
+}
+
+impl Admin {
+    /// Where to listen, and whether the operator named it (then failing to is fatal).
+    pub fn address(&self) -> (&HostPort, bool) {
+        match &self.listen {
+            Some(listen) => (listen, true),
+            None => (&self.listen_default, false),
+        }
+    }
+
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        let url = &self.command_url;
+        if !url.starts_with('/') || url.len() < 2 || url.ends_with('/') || url.contains("//") {
+            return Err(InvalidConfig(format!(
+                "admin command_url = {url:?} must be a path such as \"/commands\": a leading \
+                 '/', no trailing '/'"
+            )));
+        }
+        if self.idle_timeout_ms == 0 {
+            return Err(InvalidConfig(
+                "admin idle_timeout_ms must be at least 1".into(),
+            ));
+        }
+        if self.listen.as_ref().is_some_and(|l| l.host.is_empty()) {
+            return Err(InvalidConfig("admin listen has no host".into()));
+        }
+        Ok(())
+    }
 }
 
 /// The Prometheus metrics endpoint.
@@ -274,6 +331,12 @@ pub const SNAPSHOTS_RETAINED_COUNT_MIN: u32 = 3;
 pub const SNAPSHOT_INTERVAL_TXNS_MIN: u64 = 2;
 /// The wildcard address a bare clientPort listens on.
 pub const WILDCARD_HOST: &str = "0.0.0.0";
+/// ZooKeeper's admin.serverPort default (JettyAdminServer.DEFAULT_PORT).
+pub const ADMIN_PORT_DEFAULT: u16 = 8080;
+/// ZooKeeper's admin.commandURL default.
+pub const ADMIN_COMMAND_URL_DEFAULT: &str = "/commands";
+/// ZooKeeper's admin.idleTimeout default.
+pub const ADMIN_IDLE_TIMEOUT_MS_DEFAULT: u32 = 30_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -296,6 +359,7 @@ impl Default for Config {
             admin: Admin::default(),
             metrics: Metrics::default(),
             zoo_cfg: None,
+            source_text: None,
         }
     }
 }
@@ -355,7 +419,9 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        parse_toml(&text, path)
+        let mut config = parse_toml(&text, path)?;
+        config.source_text = Some(text);
+        Ok(config)
     }
 
     /// [`Config::load_toml`] for text already in memory.
@@ -365,7 +431,20 @@ impl Config {
 
     /// The whole config as Warden's TOML, every value written out.
     pub fn to_toml_string(&self) -> String {
-        toml::to_string(self).expect("every Config field has a TOML form")
+        let text = toml::to_string(self).expect("every Config field has a TOML form");
+        // A zoo.cfg's unnamed admin address (ZooKeeper's 0.0.0.0:8080) is not the TOML's;
+        // written as `listen` it would become a named one, fatal when taken, so a comment.
+        if self.admin.listen.is_none()
+            && self.admin.listen_default != Admin::default().listen_default
+        {
+            let note = format!(
+                "[admin]\n# listen: none named; tries {} and runs without an admin server if \
+                 it is taken\n",
+                self.admin.listen_default
+            );
+            return text.replacen("[admin]\n", &note, 1);
+        }
+        text
     }
 
     /// Checks that every value is in range and that the values work together.
@@ -413,6 +492,7 @@ impl Config {
         self.snapshots.validate()?;
         self.purge.validate()?;
         self.containers.validate()?;
+        self.admin.validate()?;
         self.cluster.validate()
     }
 
@@ -751,12 +831,17 @@ mod tests {
                 ..Cluster::default()
             },
             admin: Admin {
-                listen: Some(HostPort::new("127.0.0.1", 8080)),
+                enabled: true,
+                listen: Some(HostPort::new("127.0.0.1", 8081)),
+                command_url: "/zk/commands".into(),
+                idle_timeout_ms: 10_000,
+                ..Admin::default()
             },
             metrics: Metrics {
                 listen: Some(HostPort::new("0.0.0.0", 7000)),
             },
             zoo_cfg: None,
+            source_text: None,
         }
     }
 
@@ -782,7 +867,13 @@ mod tests {
         assert_eq!(config.containers.never_used_interval_ms, 0);
         assert!(config.cluster.members.is_empty());
         assert_eq!(config.cluster.my_id, None);
-        assert_eq!(config.admin.listen, None);
+        assert!(config.admin.enabled);
+        assert_eq!(
+            config.admin.address(),
+            (&HostPort::new("127.0.0.1", 8080), false)
+        );
+        assert_eq!(config.admin.command_url, "/commands");
+        assert_eq!(config.admin.idle_timeout_ms, 30_000);
         assert_eq!(config.metrics.listen, None);
         config.validate().unwrap();
     }
@@ -922,6 +1013,9 @@ mod tests {
                 "watches_per_session_max",
             ),
             ("[snapshots]\ninterval_txns = 1", "interval_txns"),
+            ("[admin]\ncommand_url = \"commands\"", "command_url"),
+            ("[admin]\ncommand_url = \"/commands/\"", "command_url"),
+            ("[admin]\nidle_timeout_ms = 0", "idle_timeout_ms"),
             (
                 "[purge]\nsnapshots_retained_count = 2",
                 "snapshots_retained_count",

@@ -20,8 +20,9 @@
 //!   leader.
 //! - [`outbound`]: a client's byte-bounded queue of replies and events.
 //! - [`consensus`]: openraft, the durable log and snapshots.
-//! - [`admin`]: the four-letter words.
-//! - [`stats`]: counters for the four-letter words.
+//! - [`admin`]: the four-letter words and the admin HTTP server (ZooKeeper's AdminServer
+//!   commands, `/ready`, `/health`), drawn from the same facts.
+//! - [`stats`]: counters for the admin commands.
 
 pub mod admin;
 pub mod cluster;

@@ -186,6 +186,11 @@ impl Replica {
         &self.watches
     }
 
+    /// The sessions this server tracks and their deadlines.
+    pub fn session_deadlines(&self) -> impl Iterator<Item = (i64, Instant)> + '_ {
+        self.sessions.deadlines()
+    }
+
     pub fn clients(&self) -> impl Iterator<Item = &Client> {
         self.clients.values()
     }

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
+use crate::admin;
 use crate::cluster::{self, forward::Forwarder};
 use crate::config::Config;
 use crate::connection;
@@ -36,6 +37,8 @@ pub struct Context {
     next_connection: AtomicU64,
     pub started: Instant,
     pub client_addr: SocketAddr,
+    /// Where the admin HTTP server listens, if it runs.
+    pub admin_addr: Option<SocketAddr>,
     connections: Mutex<Connections>,
 }
 
@@ -113,6 +116,11 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot listen for admin HTTP on {addr}: {source}")]
+    ListenAdmin {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot listen for other servers on {addr}: {source}")]
     ListenPeers {
         addr: String,
@@ -142,6 +150,14 @@ impl Server {
             addr: listen.to_string(),
             source,
         })?;
+        let admin_listener =
+            admin::http::bind(&config.admin)
+                .await
+                .map_err(|source| StartError::ListenAdmin {
+                    addr: config.admin.address().0.to_string(),
+                    source,
+                })?;
+        let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
         let members = member_addrs(&config, client_addr);
         let peer_listener = match config.cluster.me().filter(|_| members.len() > 1) {
             Some(me) => Some(
@@ -217,6 +233,7 @@ impl Server {
             next_connection: AtomicU64::new(1),
             started,
             client_addr,
+            admin_addr,
             connections: Mutex::new(Connections::default()),
         });
         let mut tasks = vec![
@@ -224,6 +241,12 @@ impl Server {
             tokio::spawn(expire_sessions(ctx.clone())),
             tokio::spawn(clean_containers(ctx.clone())),
         ];
+        if let Some(admin_listener) = admin_listener {
+            tasks.push(tokio::spawn(admin::http::serve(
+                ctx.clone(),
+                admin_listener,
+            )));
+        }
         if let Some(peer_listener) = peer_listener {
             let peer_addr = peer_listener.local_addr().ok();
             tasks.push(tokio::spawn(cluster::listen(ctx.clone(), peer_listener)));
@@ -243,6 +266,11 @@ impl Server {
     /// Where clients connect (the port is the real one when the config asked for port 0).
     pub fn client_addr(&self) -> SocketAddr {
         self.ctx.client_addr
+    }
+
+    /// Where the admin HTTP server listens, if it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.ctx.admin_addr
     }
 
     /// Stops listening and stops consensus. Everything acknowledged is already on disk. A

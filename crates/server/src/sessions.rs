@@ -79,6 +79,13 @@ impl SessionTracker {
         self.closing.contains_key(&session_id)
     }
 
+    /// Each tracked session and when it expires unless touched (for `dump`).
+    pub fn deadlines(&self) -> impl Iterator<Item = (i64, Instant)> + '_ {
+        self.deadlines
+            .iter()
+            .map(|(id, (deadline, _))| (*id, *deadline))
+    }
+
     /// Starts over from `sessions` with a full timeout each: at start and on taking over as
     /// leader. Closes proposed by an earlier leader are forgotten (they may have been lost).
     pub fn grant_full_timeouts(

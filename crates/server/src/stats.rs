@@ -134,6 +134,24 @@ impl ClientStats {
         self.last_response = Some(Instant::now());
     }
 
+    /// Fastest reply in milliseconds; 0 before the first.
+    pub fn min_latency_ms(&self) -> u64 {
+        if self.answered == 0 {
+            0
+        } else {
+            self.min_latency.as_millis() as u64
+        }
+    }
+
+    /// Average reply time in milliseconds; 0 before the first.
+    pub fn avg_latency_ms(&self) -> u64 {
+        if self.answered == 0 {
+            0
+        } else {
+            (self.total_latency / self.answered as u32).as_millis() as u64
+        }
+    }
+
     /// `crst`: counters back to zero.
     pub fn reset(&mut self) {
         let established = self.established;

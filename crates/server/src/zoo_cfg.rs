@@ -41,9 +41,9 @@ use std::path::{Path, PathBuf};
 use warden_proto::frame::FOUR_LETTER_WORDS;
 
 use crate::config::{
-    Config, ConfigError, HostPort, InvalidConfig, Member, Role, SESSION_TIMEOUT_TICKS_MAX,
-    SESSION_TIMEOUT_TICKS_MIN, SNAPSHOT_INTERVAL_TXNS_MIN, SNAPSHOTS_RETAINED_COUNT_MIN,
-    WILDCARD_HOST,
+    ADMIN_PORT_DEFAULT, Config, ConfigError, HostPort, InvalidConfig, Member, Role,
+    SESSION_TIMEOUT_TICKS_MAX, SESSION_TIMEOUT_TICKS_MIN, SNAPSHOT_INTERVAL_TXNS_MIN,
+    SNAPSHOTS_RETAINED_COUNT_MIN, WILDCARD_HOST,
 };
 use properties::Property;
 
@@ -52,7 +52,6 @@ pub const ZOOKEEPER_TICK_TIME_MS_DEFAULT: u32 = 3000;
 
 const PROMETHEUS_PROVIDER: &str =
     "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
-const ZOOKEEPER_ADMIN_PORT_DEFAULT: u16 = 8080;
 const PROMETHEUS_PORT_DEFAULT: u16 = 7000;
 /// ZooKeeper computes 20 × tickTime in a 32-bit int.
 const TICK_TIME_MS_MAX: i64 = i32::MAX as i64 / SESSION_TIMEOUT_TICKS_MAX as i64;
@@ -108,7 +107,12 @@ impl Config {
         for property in reader.last_of_each_key(properties) {
             reader.apply(&property)?;
         }
-        reader.finish()
+        let (mut config, warnings) = reader.finish()?;
+        // ZooKeeper's initial_configuration command answers the file as it was read.
+        config.source_text = std::fs::read(path)
+            .ok()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        Ok((config, warnings))
     }
 }
 
@@ -151,6 +155,8 @@ struct Reader<'a> {
     admin_enabled: bool,
     admin_host: Option<String>,
     admin_port: Option<u16>,
+    admin_command_url: Option<String>,
+    admin_idle_timeout_ms: Option<u32>,
     prometheus: bool,
     metrics_host: Option<String>,
     metrics_port: Option<u16>,
@@ -180,6 +186,8 @@ impl<'a> Reader<'a> {
             admin_enabled: true,
             admin_host: None,
             admin_port: None,
+            admin_command_url: None,
+            admin_idle_timeout_ms: None,
             prometheus: false,
             metrics_host: None,
             metrics_port: None,
@@ -393,6 +401,11 @@ impl<'a> Reader<'a> {
             "admin.serverPort" => {
                 let port = self.decoded_int(p, 0, u16::MAX.into())? as u16;
                 self.admin_port = Some(port);
+            }
+            "admin.commandURL" => self.admin_command_url = Some(p.value.clone()),
+            "admin.idleTimeout" => {
+                let ms = self.decoded_int(p, 1, i32::MAX.into())? as u32;
+                self.admin_idle_timeout_ms = Some(ms);
             }
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;
@@ -615,16 +628,24 @@ impl<'a> Reader<'a> {
     }
 
     fn resolve_endpoints(&mut self) {
-        let admin_asked = self.admin_host.is_some() || self.admin_port.is_some();
-        // ZooKeeper starts its admin server on 0.0.0.0:8080 unless told not to; Warden only
-        // starts one when the file asks for it by address or port.
-        if self.admin_enabled && admin_asked {
-            self.config.admin.listen = Some(HostPort::new(
+        // As ZooKeeper: an admin server unless admin.enableServer=false, on 0.0.0.0:8080
+        // unless the file names an address or port. Only a named one is fatal when taken.
+        let admin = &mut self.config.admin;
+        admin.enabled = self.admin_enabled;
+        admin.listen_default = HostPort::new(WILDCARD_HOST, ADMIN_PORT_DEFAULT);
+        if self.admin_host.is_some() || self.admin_port.is_some() {
+            admin.listen = Some(HostPort::new(
                 self.admin_host
                     .take()
                     .unwrap_or_else(|| WILDCARD_HOST.into()),
-                self.admin_port.unwrap_or(ZOOKEEPER_ADMIN_PORT_DEFAULT),
+                self.admin_port.unwrap_or(ADMIN_PORT_DEFAULT),
             ));
+        }
+        if let Some(url) = self.admin_command_url.take() {
+            admin.command_url = url;
+        }
+        if let Some(ms) = self.admin_idle_timeout_ms {
+            admin.idle_timeout_ms = ms;
         }
         if self.prometheus {
             self.config.metrics.listen = Some(HostPort::new(

@@ -65,6 +65,24 @@ pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
     read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
 }
 
+/// The zxid of the state in a snapshot, read from its first bytes without decoding (or
+/// checking) the rest: what ZooKeeper puts in a snapshot's file name.
+pub fn read_zxid(mut r: impl io::Read) -> Result<i64, SnapshotError> {
+    let mut header = [0u8; HEADER_BYTES];
+    r.read_exact(&mut header)
+        .map_err(|_| SnapshotError::Truncated)?;
+    if &header[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let mut zxid = [0u8; 8];
+    zstd::stream::read::Decoder::new(r)?.read_exact(&mut zxid)?;
+    Ok(i64::from_le_bytes(zxid))
+}
+
 /// Checks a snapshot's framing and checksum without decoding its body (a restart checks the
 /// newest snapshot before it relies on it); returns the checksummed bytes and format version.
 pub fn verify(bytes: &[u8]) -> Result<(&[u8], u32), SnapshotError> {

@@ -95,6 +95,18 @@ fn applying_after_a_reload_matches_applying_without_one() {
     assert_eq!(a.last_zxid(), b.last_zxid());
 }
 
+/// `last_snapshot` reads a snapshot's zxid from its first bytes, as ZooKeeper reads it from
+/// the file name.
+#[test]
+fn the_zxid_is_read_without_decoding_the_rest() {
+    let state = populated(2, 10);
+    assert!(state.last_zxid() > 0);
+    let bytes = snapshot::encode(&state);
+    assert_eq!(snapshot::read_zxid(&bytes[..]).unwrap(), state.last_zxid());
+    assert!(snapshot::read_zxid(&bytes[..20]).is_err());
+    assert!(snapshot::read_zxid(&b"not a snapshot at all"[..]).is_err());
+}
+
 #[test]
 fn every_corrupted_byte_is_detected() {
     let bytes = snapshot::encode(&populated(2, 10));

@@ -758,6 +758,11 @@ impl Consensus {
         }
     }
 
+    /// The newest snapshot on disk: its zxid and when it was written.
+    pub fn last_snapshot(&self) -> std::io::Result<Option<(i64, std::time::SystemTime)>> {
+        self.snapshots.latest_zxid()
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "consensus did not stop cleanly");

@@ -154,6 +154,31 @@ impl SnapshotStore {
         })
     }
 
+    /// The newest snapshot's zxid and when its file was written, reading only its first
+    /// bytes (for the `last_snapshot` command); `None` before the first snapshot.
+    pub fn latest_zxid(&self) -> io::Result<Option<(i64, std::time::SystemTime)>> {
+        let Some(path) = self.files()?.pop() else {
+            return Ok(None);
+        };
+        let file = fs::File::open(&path)?;
+        let written = file.metadata()?.modified()?;
+        let mut r = io::BufReader::new(file);
+        let mut head = [0u8; MAGIC.len() + 4];
+        io::Read::read_exact(&mut r, &mut head)?;
+        if head[..MAGIC.len()] != MAGIC[..] {
+            return Err(corrupt(&path, "not a Warden snapshot file"));
+        }
+        let meta_len = u32::from_be_bytes(head[MAGIC.len()..].try_into().expect("4 bytes"));
+        // The metadata and its checksum come before the state's bytes.
+        io::copy(
+            &mut io::Read::take(&mut r, u64::from(meta_len) + 4),
+            &mut io::sink(),
+        )?;
+        let zxid =
+            warden_state::snapshot::read_zxid(r).map_err(|e| corrupt(&path, &e.to_string()))?;
+        Ok(Some((zxid, written)))
+    }
+
     /// Bytes of snapshots on disk.
     pub fn disk_bytes(&self) -> u64 {
         self.files()

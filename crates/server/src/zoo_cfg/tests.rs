@@ -87,7 +87,14 @@ fn zoo_sample_cfg() {
     assert_eq!(config.limits.connections_per_ip_max, 60);
     assert_eq!(config.four_letter_words, ["srvr"]);
     assert_eq!(config.cluster, Cluster::default());
-    assert_eq!(config.admin.listen, None);
+    // ZooKeeper's AdminServer defaults, a taken port only warned about.
+    assert!(config.admin.enabled);
+    assert_eq!(
+        config.admin.address(),
+        (&HostPort::new("0.0.0.0", 8080), false)
+    );
+    assert_eq!(config.admin.command_url, "/commands");
+    assert_eq!(config.admin.idle_timeout_ms, 30_000);
     assert_eq!(config.metrics.listen, None);
 }
 
@@ -358,10 +365,16 @@ fn four_letter_word_whitelist() {
 
 #[test]
 fn admin_and_metrics_endpoints() {
-    assert_eq!(config("admin.enableServer=true\n").admin.listen, None);
+    let c = config("admin.enableServer=true\n");
+    assert!(c.admin.enabled);
+    assert_eq!(c.admin.address(), (&HostPort::new("0.0.0.0", 8080), false));
     assert_eq!(
-        config("admin.serverPort=9090\n").admin.listen,
-        Some(HostPort::new("0.0.0.0", 9090))
+        config("admin.serverPort=9090\n").admin.address(),
+        (&HostPort::new("0.0.0.0", 9090), true)
+    );
+    assert_eq!(
+        config("admin.serverAddress=127.0.0.1\n").admin.listen,
+        Some(HostPort::new("127.0.0.1", 8080))
     );
     assert_eq!(
         config("admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\n")
@@ -369,12 +382,25 @@ fn admin_and_metrics_endpoints() {
             .listen,
         Some(HostPort::new("127.0.0.1", 9090))
     );
-    assert_eq!(
-        config("admin.enableServer=false\nadmin.serverPort=9090\n")
+    assert!(
+        !config("admin.enableServer=false\nadmin.serverPort=9090\n")
             .admin
-            .listen,
-        None
+            .enabled
     );
+    // The system-property spelling a -D flag would use.
+    assert!(!config("zookeeper.admin.enableServer=false\n").admin.enabled);
+    let c = config("admin.commandURL=/zk\nadmin.idleTimeout=5000\n");
+    assert_eq!(c.admin.command_url, "/zk");
+    assert_eq!(c.admin.idle_timeout_ms, 5000);
+    // --print-config says where an unnamed zoo.cfg admin server goes.
+    let printed = config("").to_toml_string();
+    assert!(
+        printed.contains("[admin]\n# listen: none named; tries 0.0.0.0:8080 and runs"),
+        "{printed}"
+    );
+    assert!(!Config::default().to_toml_string().contains("# listen"));
+    assert!(load("admin.commandURL=commands\n").is_err());
+    assert!(load("admin.idleTimeout=0\n").is_err());
     let prometheus = "metricsProvider.className=\
                       org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n";
     assert_eq!(

@@ -101,6 +101,8 @@ pub struct Member {
     pub id: usize,
     pub observer: bool,
     pub client_port: u16,
+    /// Where its admin HTTP server listens, on 127.0.0.1.
+    pub admin_port: u16,
     quorum_port: u16,
     election_port: u16,
     pub dir: PathBuf,
@@ -246,6 +248,7 @@ impl Cluster {
                 id: i + 1,
                 observer: i >= participants && i < founders,
                 client_port: free_port(),
+                admin_port: free_port(),
                 quorum_port: free_port(),
                 election_port: free_port(),
                 dir: root.join(format!("server{}", i + 1)),
@@ -268,15 +271,17 @@ impl Cluster {
         cluster
     }
 
-    /// The zoo.cfg of `member`: identical for both systems and, but for dataDir and clientPort,
-    /// for every member.
+    /// The zoo.cfg of `member`: identical for both systems and, but for dataDir, clientPort and
+    /// admin.serverPort, for every member.
     fn zoo_cfg(&self, member: &Member) -> String {
         let mut cfg = format!(
             "tickTime={}\ninitLimit=5\nsyncLimit=2\ndataDir={}\nclientPort={}\n\
-             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort={}\n",
             TICK.as_millis(),
             member.data_dir().display(),
-            member.client_port
+            member.client_port,
+            member.admin_port
         );
         if self.members.len() == 1 {
             // Otherwise ZooKeeper runs a lone server.1 as a standalone server.

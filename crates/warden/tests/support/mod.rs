@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod http;
 pub mod proxy;
 pub mod servers;
 pub mod warden;

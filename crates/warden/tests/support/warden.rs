@@ -18,6 +18,8 @@ pub struct Warden {
     process: Option<Child>,
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// The admin HTTP server's port, on 127.0.0.1.
+    pub admin_port: u16,
     /// zoo.cfg lines added to the defaults.
     extra: String,
 }
@@ -31,6 +33,7 @@ impl Warden {
             process: None,
             dir,
             port: free_port(),
+            admin_port: free_port(),
             extra: extra.to_owned(),
         };
         warden.write_config();
@@ -41,9 +44,10 @@ impl Warden {
     fn write_config(&self) {
         let config = format!(
             "tickTime=1000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
-             4lw.commands.whitelist=*\n{}\n",
+             4lw.commands.whitelist=*\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={}\n{}\n",
             self.dir.path().join("data").display(),
             self.port,
+            self.admin_port,
             self.extra
         );
         fs::write(self.cfg_path(), config).expect("writing zoo.cfg");
@@ -63,6 +67,11 @@ impl Warden {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The admin HTTP server's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.admin_port))
     }
 
     pub fn connect_string(&self) -> String {

@@ -1,0 +1,26 @@
+//! Everything an operator asks a running server: the four-letter words on the client port and
+//! the admin HTTP server (ZooKeeper's AdminServer commands, `/ready`, `/health`), both drawn
+//! from the same facts.
+//!
+//! - [`facts`]: what the words and commands report, gathered from the replica and consensus.
+//! - [`four_letter`]: the words, in ZooKeeper 3.9's text.
+//! - [`commands`]: ZooKeeper 3.9's command table and each command's JSON.
+//! - [`json`]: JSON as ZooKeeper's Jackson writes it, keys in order.
+//! - [`http`]: the HTTP listener and its routes.
+
+pub mod commands;
+pub mod facts;
+pub mod four_letter;
+pub mod http;
+pub mod json;
+
+pub use facts::mode;
+pub use four_letter::answer;
+
+/// The version Warden reports: the ZooKeeper release whose protocol and semantics it
+/// implements, then its own. Clients parse the leading digits to enable features.
+pub const ZOOKEEPER_VERSION: &str = concat!(
+    "3.9.5-warden-",
+    env!("CARGO_PKG_VERSION"),
+    ", built on 1970-01-01 00:00 UTC"
+);
