@@ -23,13 +23,14 @@ import (
 
 type profile struct {
 	episodes      int
+	registerKeys  int
 	hold, quiet   [2]time.Duration // ranges
 	overlapChance float64          // chance that an episode injects a second fault at once
 }
 
 var profiles = map[string]profile{
-	"short": {episodes: 12, hold: [2]time.Duration{3 * time.Second, 5 * time.Second}, quiet: [2]time.Duration{4 * time.Second, 6 * time.Second}},
-	"long":  {episodes: 120, hold: [2]time.Duration{3 * time.Second, 15 * time.Second}, quiet: [2]time.Duration{3 * time.Second, 10 * time.Second}, overlapChance: 0.3},
+	"short": {episodes: 12, registerKeys: 4, hold: [2]time.Duration{3 * time.Second, 5 * time.Second}, quiet: [2]time.Duration{4 * time.Second, 6 * time.Second}},
+	"long":  {episodes: 120, registerKeys: 24, hold: [2]time.Duration{3 * time.Second, 15 * time.Second}, quiet: [2]time.Duration{3 * time.Second, 10 * time.Second}, overlapChance: 0.3},
 }
 
 const recoveryBound = 30 * time.Second
@@ -59,7 +60,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "faults-runs", "directory for the run's files")
 	flag.BoolVar(&o.linearizableReads, "linearizable-reads", false, "Warden's cluster.linearizable_reads on; every read checked as linearizable")
 	flag.StringVar(&o.only, "nemeses", "", "comma-separated nemeses to use (default: all)")
-	flag.DurationVar(&o.checkTimeout, "check-timeout", 3*time.Minute, "porcupine's time limit")
+	flag.DurationVar(&o.checkTimeout, "check-timeout", 0, "porcupine's time limit (0: 3 minutes, 20 for the long profile)")
 	flag.Parse()
 	o.system = system(sys)
 	if o.system != systemWarden && o.system != systemZooKeeper || o.binary == "" {
@@ -70,10 +71,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "faults: no profile %q (short, long)\n", o.profile)
 		os.Exit(2)
 	}
+	if o.checkTimeout == 0 {
+		o.checkTimeout = 3 * time.Minute
+		if o.profile == "long" {
+			o.checkTimeout = 20 * time.Minute
+		}
+	}
 	if o.linearizableReads && o.system != systemWarden {
 		fmt.Fprintln(os.Stderr, "faults: -linearizable-reads is Warden's setting; ZooKeeper has none")
 		os.Exit(2)
 	}
+	registerKeys = profiles[o.profile].registerKeys
 	if o.seed == 0 {
 		o.seed = time.Now().UnixNano() % 1_000_000_000
 	}
