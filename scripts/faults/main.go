@@ -339,24 +339,37 @@ func (r *run) injectFaults() {
 
 // checkServersCameBack notes a server that exited after its restart. Warden must come back by
 // itself from any of these faults: that is a failure. For ZooKeeper it is noted and the
-// operator's step taken (data directory removed, server started again) so the run goes on.
+// operator's step taken so the reference run goes on: the server is started again, and its
+// data directory is removed first only when every other server is running (so that the data
+// lives on a majority; removing two servers' data at once would lose acknowledged writes by
+// the suite's own hand).
 func (r *run) checkServersCameBack(active []*episode) {
 	for i, s := range r.c.servers {
 		if s.running() {
 			continue
 		}
 		what := fmt.Sprintf("server.%d exited after %s; its log: %s", s.id, describe(active), lastLines(s.logPath(), 3))
-		if r.c.system == systemWarden {
+		othersUp := true
+		for j, other := range r.c.servers {
+			othersUp = othersUp && (j == i || other.running())
+		}
+		switch {
+		case r.c.system == systemWarden:
 			r.problems = append(r.problems, what)
-		} else {
+		case othersUp:
 			r.notes = append(r.notes, what+" -- data directory removed and started again, as an operator would")
+		default:
+			r.notes = append(r.notes, what+" -- started again as it was (another server is down too)")
 		}
 		for _, e := range active {
 			e.unhealthy = strings.TrimPrefix(strings.Join([]string{e.unhealthy, fmt.Sprintf("server.%d", s.id)}, " "), " ")
 		}
-		if err := r.c.wipe(i); err == nil {
-			_ = r.c.start(i)
+		if r.c.system == systemZooKeeper && othersUp {
+			if err := r.c.wipe(i); err != nil {
+				r.notes = append(r.notes, "removing its data: "+err.Error())
+			}
 		}
+		_ = r.c.start(i)
 	}
 }
 
