@@ -9,7 +9,8 @@
  * the embedded adapter adds (4lw whitelist *, no admin server). Server-side system properties
  * that the tests set in their own JVM for the embedded server (TTL nodes, the container check
  * interval, the super digest, read-only mode) are handed on: as -D flags to ZooKeeper, which
- * reads them only that way, and as zoo.cfg lines to Warden, which reads them there.
+ * reads them only that way, and as zoo.cfg lines to Warden, which reads them there; so is
+ * QuorumPeerConfig's static reconfigEnabled, as the zoo.cfg line reconfigEnabled=true.
  *
  * Set by run.sh: compat.server (warden|zookeeper), compat.serverCommand (a script that execs
  * the server on the zoo.cfg given as its argument, so the process we start is the server) and
@@ -35,6 +36,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import org.apache.zookeeper.server.quorum.QuorumPeerConfig;
 import org.slf4j.Logger;
 import warden.compat.curatorsuites.CurrentTest;
 import org.slf4j.LoggerFactory;
@@ -84,6 +86,10 @@ class ExternalServerMain implements ZooKeeperMainFace {
             }
             if (standalone) {
                 properties.setProperty("clientPortAddress", spec.getHostname());
+            }
+            if (QuorumPeerConfig.isReconfigEnabled()) {
+                // TestReconfiguration turns reconfig on for in-process servers through this static.
+                properties.setProperty("reconfigEnabled", "true");
             }
             properties.setProperty("admin.enableServer", "false");
             properties.setProperty("4lw.commands.whitelist", "*");
