@@ -2,8 +2,9 @@
 # Runs every test of the project, from a fresh checkout: formatting, lints, the whole
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
 # that start real processes), then the compatibility suites: other projects' clients and test
-# suites (kazoo, go-zookeeper, Curator, zkCli and the C client, ClickHouse) against a real
-# `warden server`, and (all but zkCli) against 3-server clusters of them. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
+# suites (kazoo, go-zookeeper, Curator, Curator's own published test suites, zkCli and the C
+# client, ClickHouse) against a real `warden server`, and (all but zkCli) against 3-server
+# clusters of them. Curator's own suites run a representative part unless CURATOR_SUITES=full. Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from
 # Maven Central, PyPI, Go and Debian packages).
 #
 #   scripts/test.sh                 everything
