@@ -25,7 +25,7 @@
 #   WARDEN_CACHE             cache dir (default <repo>/.cache)
 #   CURATOR_SUITES           quick (default) | full
 #   CURATOR_SUITES_TEST      surefire -Dtest filter instead of the quick or full selection
-#   CURATOR_SUITES_TIMEOUT   hard limit on `mvn test`, seconds (default 900 quick, 4500 full)
+#   CURATOR_SUITES_TIMEOUT   hard limit on `mvn test`, seconds (default 900 quick, 7200 full)
 #   CURATOR_SUITES_RERUN     reruns of a failing test (default 2, as Curator's build)
 #   CURATOR_SUITES_JVM_ARGS  extra flags for the test JVMs, e.g.
 #                            -Dorg.slf4j.simpleLogger.log.org.apache.curator.framework.recipes.leader=debug
@@ -59,7 +59,7 @@ TestCreate,TestDelete,TestSetData,TestExistsBuilder,TestTransactionsNew,TestName
 
 case "$MODE" in
   quick) SELECTION="$QUICK"; DEFAULT_TIMEOUT=900 ;;
-  full) SELECTION=""; DEFAULT_TIMEOUT=4500 ;;
+  full) SELECTION=""; DEFAULT_TIMEOUT=7200 ;;
   *) echo "CURATOR_SUITES must be quick or full, not '$MODE'" >&2; exit 2 ;;
 esac
 [[ -z "${CURATOR_SUITES_TEST:-}" ]] || SELECTION="$CURATOR_SUITES_TEST"
