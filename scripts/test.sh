@@ -2,11 +2,13 @@
 # Runs every test of the project, from a fresh checkout: formatting, lints, the whole
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
 # that start real processes), then the compatibility suites: other projects' clients and test
-# suites (kazoo, go-zookeeper, Curator, zkCli and the C client, ClickHouse) against a real
-# `warden server`, and (all but zkCli) against 3-server clusters of them; then the fault suite's
-# short profile (scripts/faults/run.sh: kills, pauses, partitions and damaged disks on a
-# 3-server cluster, histories checked with porcupine; needs root). Everything installs what it
-# needs itself into .cache/ (ZooKeeper 3.9.5 from Maven Central, PyPI, Go and Debian packages).
+# suites (kazoo, go-zookeeper, Curator, Curator's own published test suites, zkCli and the C
+# client, ClickHouse) against a real `warden server`, and (all but zkCli) against 3-server
+# clusters of them (Curator's own suites: a representative part unless CURATOR_SUITES=full);
+# then the fault suite's short profile (scripts/faults/run.sh: kills, pauses, partitions and
+# damaged disks on a 3-server cluster, histories checked with porcupine; needs root).
+# Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from Maven Central,
+# PyPI, Go and Debian packages).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh --cargo-only    fmt, clippy and cargo test only

@@ -5,6 +5,9 @@
 #   compat_start <zoo.cfg> <log file>   starts the server, waits until its client port accepts
 #                                       connections (60 s at most), sets COMPAT_PID
 #   compat_stop                         SIGTERM, then SIGKILL after 10 s, by PID
+#   compat_server_command <zoo.cfg>     prints the command that runs the server in the
+#                                       foreground (its PID is the server's), for harnesses
+#                                       that start servers themselves
 #
 # COMPAT_SERVER chooses the server: `warden` (default) runs `$WARDEN_BIN server --zoo-cfg CFG`
 # (WARDEN_BIN defaults to target/release/warden, built here if missing); `zookeeper` runs Apache
@@ -27,13 +30,19 @@ compat_cfg_value() {
   sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\\([^[:space:]]*\\).*/\\1/p" "$1" | tail -n1
 }
 
-compat_start() {
-  local cfg="$1" log="$2"
+compat_server_command() {
   case "$COMPAT_SERVER" in
-    warden) "$(compat_warden_bin)" server --zoo-cfg "$cfg" >"$log" 2>&1 & ;;
-    zookeeper) "$COMPAT_REPO/scripts/zookeeper/run.sh" "$cfg" >"$log" 2>&1 & ;;
+    warden) echo "$(compat_warden_bin)" server --zoo-cfg "$1" ;;
+    zookeeper) echo "$COMPAT_REPO/scripts/zookeeper/run.sh" "$1" ;;
     *) echo "COMPAT_SERVER must be warden or zookeeper, not '$COMPAT_SERVER'" >&2; return 2 ;;
   esac
+}
+
+compat_start() {
+  local cfg="$1" log="$2" cmd
+  cmd="$(compat_server_command "$cfg")" || return 2
+  read -r -a cmd <<<"$cmd"
+  "${cmd[@]}" >"$log" 2>&1 &
   COMPAT_PID=$!
   local port host
   port="$(compat_cfg_value "$cfg" clientPort)"

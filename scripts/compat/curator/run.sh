@@ -112,14 +112,6 @@ timeout --kill-after=30 "${CURATOR_INSTALL_TIMEOUT:-1200}" "${MVN[@]}" test-comp
   org.apache.maven.plugins:maven-surefire-plugin:3.5.2:test \
   -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false 2>&1 | strip_ansi
 
-# The server command for a zoo.cfg (as compat_start in scripts/compat/server.sh).
-server_command() {
-  case "$COMPAT_SERVER" in
-    warden) echo "$(compat_warden_bin)" server --zoo-cfg "$1" ;;
-    zookeeper) echo "$REPO/scripts/zookeeper/run.sh" "$1" ;;
-    *) echo "COMPAT_SERVER must be warden or zookeeper, not '$COMPAT_SERVER'" >&2; return 2 ;;
-  esac
-}
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 TAKEN=" "
 free_port() {   # a free port not handed out before in this run
@@ -209,7 +201,7 @@ cluster_start() {
     echo "$i" >"$dir/$i/data/myid"
     { common_cfg; echo "initLimit=10"; echo "syncLimit=5"; echo "dataDir=$dir/$i/data"
       echo "clientPort=${ports[i]}"; printf '%s' "$servers"; } >"$dir/$i/zoo.cfg"
-    read -r -a cmd <<<"$(server_command "$dir/$i/zoo.cfg")"
+    read -r -a cmd <<<"$(compat_server_command "$dir/$i/zoo.cfg")"
     "${cmd[@]}" >"$dir/server-$i.log" 2>&1 &
     CLUSTER_PIDS[i]=$!
     CLUSTER_CFGS[i]="$dir/$i/zoo.cfg"
