@@ -297,7 +297,12 @@ func (r *run) injectFaults() {
 			order = r.rng.Perm(len(all))
 		}
 		if r.rng.Float64() < p.overlapChance {
-			chosen = append(chosen, all[r.rng.Intn(len(all))])
+			second := all[r.rng.Intn(len(all))]
+			// Two faults that destroy a server's data could take two of three servers' data at
+			// once: more than a cluster can lose (Warden then waits, safely, for an operator).
+			if !(destroysData(chosen[0]) && destroysData(second)) {
+				chosen = append(chosen, second)
+			}
 		}
 		hold, quiet := between(r.rng, p.hold), between(r.rng, p.quiet)
 		var active []*episode
@@ -372,6 +377,8 @@ func (r *run) checkServersCameBack(active []*episode) {
 		_ = r.c.start(i)
 	}
 }
+
+func destroysData(n nemesis) bool { return n.name == "damage-data" || n.name == "wipe-data" }
 
 func describe(episodes []*episode) string {
 	var parts []string
