@@ -35,6 +35,8 @@ pub struct Context {
     pub forwarder: Forwarder,
     replica: Arc<Mutex<Replica>>,
     next_connection: AtomicU64,
+    /// Since when this server has not served (its start, or when it last lost its quorum).
+    unserved_since: Mutex<Instant>,
     pub started: Instant,
     pub client_addr: SocketAddr,
     /// Where the admin HTTP server listens, if it runs.
@@ -70,9 +72,20 @@ impl Context {
                     .unwrap_or(false))
     }
 
-    /// Whether this server, cut off from its quorum, serves reads (read-only mode).
+    /// Whether this server, cut off from its quorum, serves reads (read-only mode). As in
+    /// ZooKeeper (`QuorumPeer.run`), only once it has gone without a quorum for
+    /// max(2 s, tickTime): a server that is starting or electing is not read-only yet, so a
+    /// client that allows read-only mode is not stuck with it when a leader is moments away.
     pub fn read_only_mode(&self) -> bool {
-        self.config.cluster.read_only_mode && !self.consensus.standalone()
+        let delay = Duration::from_millis(u64::from(self.config.tick_time_ms).max(2000));
+        self.config.cluster.read_only_mode
+            && !self.consensus.standalone()
+            && self
+                .unserved_since
+                .lock()
+                .expect("unserved_since lock poisoned")
+                .elapsed()
+                >= delay
     }
 
     pub fn next_connection_id(&self) -> u64 {
@@ -231,6 +244,7 @@ impl Server {
             consensus,
             replica,
             next_connection: AtomicU64::new(1),
+            unserved_since: Mutex::new(Instant::now()),
             started,
             client_addr,
             admin_addr,
@@ -418,6 +432,9 @@ async fn follow_leadership(ctx: Arc<Context>) {
                     "not serving clients: no quorum (client connections are closed until a \
                      leader is heard from)"
                 );
+                *ctx.unserved_since
+                    .lock()
+                    .expect("unserved_since lock poisoned") = Instant::now();
                 ctx.replica().close_all("this server lost its quorum");
             }
         }
