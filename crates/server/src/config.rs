@@ -257,13 +257,53 @@ impl Admin {
     }
 }
 
-/// The Prometheus metrics endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The Prometheus metrics endpoint (docs/metrics.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Metrics {
-    /// Where `GET /metrics` is served; none, the default, for no metrics endpoint.
+    /// Where `GET /metrics` is served, as the operator wrote it (zoo.cfg:
+    /// metricsProvider.httpHost/httpPort). A server that cannot listen there does not start.
+    /// None, the default, for no metrics endpoint unless `listen_default` names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<HostPort>,
+    /// Where it is served when `listen` is not set: ZooKeeper's 0.0.0.0:7000 for a zoo.cfg
+    /// that names the Prometheus provider and no address; none from TOML. A server that
+    /// cannot listen there logs an error and serves clients without metrics.
+    #[serde(skip)]
+    pub listen_default: Option<HostPort>,
+    /// Whether the process_* families (memory, CPU, file descriptors, start time) are served
+    /// beside ZooKeeper's and Warden's (zoo.cfg: metricsProvider.exportJvmInfo, whose JVM
+    /// families Warden has no equivalent of).
+    pub process: bool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            listen: None,
+            listen_default: None,
+            process: true,
+        }
+    }
+}
+
+impl Metrics {
+    /// Where to listen, if anywhere, and whether the operator named it (then failing to is
+    /// fatal).
+    pub fn address(&self) -> Option<(&HostPort, bool)> {
+        match (&self.listen, &self.listen_default) {
+            (Some(listen), _) => Some((listen, true)),
+            (None, Some(default)) => Some((default, false)),
+            (None, None) => None,
+        }
+    }
+
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.listen.as_ref().is_some_and(|l| l.host.is_empty()) {
+            return Err(InvalidConfig("metrics listen has no host".into()));
+        }
+        Ok(())
+    }
 }
 
 /// A host name or IP address and a port, resolved only when used. Written `host:port`, or
@@ -493,6 +533,7 @@ impl Config {
         self.purge.validate()?;
         self.containers.validate()?;
         self.admin.validate()?;
+        self.metrics.validate()?;
         self.cluster.validate()
     }
 
@@ -839,6 +880,8 @@ mod tests {
             },
             metrics: Metrics {
                 listen: Some(HostPort::new("0.0.0.0", 7000)),
+                process: false,
+                ..Metrics::default()
             },
             zoo_cfg: None,
             source_text: None,

@@ -320,6 +320,8 @@ impl<'a> Reader<'a> {
             "metricsProvider.httpsPort" | "metricsProvider.httpsHost" => {
                 self.unsupported(p, "TLS for metrics; they are served over plain HTTP");
             }
+            // The JVM's families have no equivalent; the process's are what is left of them.
+            "metricsProvider.exportJvmInfo" => self.config.metrics.process = self.boolean(p)?,
             _ if key.starts_with("metricsProvider.") => {}
             _ if key.starts_with("server.") => self.server_line(p)?,
             _ if key.starts_with("group.") || key.starts_with("weight.") => {
@@ -647,13 +649,20 @@ impl<'a> Reader<'a> {
         if let Some(ms) = self.admin_idle_timeout_ms {
             admin.idle_timeout_ms = ms;
         }
+        // As ZooKeeper: a metrics endpoint only with the Prometheus provider, on
+        // 0.0.0.0:7000 unless the file names an address or port. Only a named one is fatal
+        // when taken.
         if self.prometheus {
-            self.config.metrics.listen = Some(HostPort::new(
-                self.metrics_host
-                    .take()
-                    .unwrap_or_else(|| WILDCARD_HOST.into()),
-                self.metrics_port.unwrap_or(PROMETHEUS_PORT_DEFAULT),
-            ));
+            let metrics = &mut self.config.metrics;
+            let default = HostPort::new(WILDCARD_HOST, PROMETHEUS_PORT_DEFAULT);
+            if self.metrics_host.is_some() || self.metrics_port.is_some() {
+                metrics.listen = Some(HostPort::new(
+                    self.metrics_host.take().unwrap_or(default.host),
+                    self.metrics_port.unwrap_or(default.port),
+                ));
+            } else {
+                metrics.listen_default = Some(default);
+            }
         }
     }
 

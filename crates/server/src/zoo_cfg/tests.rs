@@ -413,9 +413,24 @@ fn admin_and_metrics_endpoints() {
         Some(HostPort::new("127.0.0.1", 7001))
     );
     assert_eq!(
-        config("metricsProvider.httpPort=7001\n").metrics.listen,
+        config("metricsProvider.httpPort=7001\n").metrics.address(),
         None
     );
+    // ZooKeeper's default address, given up with an error if taken.
+    let named_none = config(prometheus);
+    assert_eq!(
+        named_none.metrics.address(),
+        Some((&HostPort::new("0.0.0.0", 7000), false))
+    );
+    assert!(named_none.metrics.process);
+    assert!(
+        !config(&format!(
+            "{prometheus}metricsProvider.exportJvmInfo=false\n"
+        ))
+        .metrics
+        .process
+    );
+    assert!(load("metricsProvider.exportJvmInfo=maybe\n").is_err());
 }
 
 #[test]
