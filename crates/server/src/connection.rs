@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,6 +29,7 @@ use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
 use crate::outbound::{self, Out, OutboundQueue};
 use crate::replica::{Local, Resume};
 use crate::server::Context;
+use crate::stats::ServerStats;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -84,6 +86,8 @@ struct FrameReader {
     buf: Vec<u8>,
     start: usize,
     frame_bytes_max: usize,
+    /// Where the bytes of each frame read are counted.
+    stats: Arc<ServerStats>,
 }
 
 impl FrameReader {
@@ -122,6 +126,9 @@ impl FrameReader {
         let from = self.start + FRAME_PREFIX_BYTES;
         let payload = self.buf[from..from + len].to_vec();
         self.start = from + len;
+        self.stats
+            .bytes_received
+            .fetch_add((FRAME_PREFIX_BYTES + len) as u64, Ordering::Relaxed);
         Ok(payload)
     }
 }
@@ -188,6 +195,7 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         buf: Vec::new(),
         start: 0,
         frame_bytes_max: ctx.config.limits.frame_bytes_max as usize,
+        stats: ctx.stats.clone(),
     };
     // A four-letter word instead of a session: answer it and close.
     match reader.peek_prefix().await {

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
@@ -26,7 +27,7 @@ use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 
 use crate::consensus::Proposal;
 use crate::sessions::SessionTracker;
-use crate::stats::{ClientStats, ServerStats};
+use crate::stats::{Answered, ClientStats, ServerStats};
 use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// A request answered by this server alone, in the client's order.
@@ -346,6 +347,7 @@ impl Replica {
         timeout_ms: i32,
         now: Instant,
     ) -> Resume {
+        self.stats.sessions_resumed.fetch_add(1, Ordering::Relaxed);
         let our_zxid = self.state.last_zxid();
         if request.last_zxid_seen > our_zxid {
             return Resume::ClientAhead {
@@ -608,8 +610,10 @@ impl Replica {
                 (outcome.err, outcome.body)
             }
         };
-        out.send(reply_frame(local.xid, zxid, err, &body));
-        self.stats.sent(local.received.elapsed());
+        let reply = reply_frame(local.xid, zxid, err, &body);
+        self.stats
+            .sent(Answered::Read, local.received.elapsed(), reply.len());
+        out.send(reply);
         if let Some(client) = self.clients.get_mut(&connection) {
             client
                 .stats
@@ -625,10 +629,13 @@ impl Replica {
     pub fn apply(&mut self, proposal: &Proposal, now: Instant) -> i64 {
         let txn = &proposal.txn;
         let outcome = self.state.apply(txn);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
         for trigger in &outcome.triggers {
+            let deliveries = self.watches.fire(trigger);
+            self.stats.watchers_fired(trigger.event, deliveries.len());
             // The watch is used up either way; the event goes only to a client that may READ
             // the node (ZooKeeper 3.9.2+, CVE-2024-23944).
-            for delivery in self.watches.fire(trigger) {
+            for delivery in deliveries {
                 if let Some(client) = self
                     .attached
                     .get(&delivery.session_id)
@@ -761,14 +768,13 @@ impl Replica {
             return;
         };
         let received = client.write_times.pop_front();
-        client
-            .out
-            .send(reply_frame(xid, outcome.zxid, outcome.err, &outcome.body));
+        let reply = reply_frame(xid, outcome.zxid, outcome.err, &outcome.body);
         if let Some(received) = received {
             let latency = received.elapsed();
             client.stats.sent(latency, outcome.zxid, 0);
-            self.stats.sent(latency);
+            self.stats.sent(Answered::Write, latency, reply.len());
         }
+        client.out.send(reply);
         client.progress.notify_one();
         self.run_deferred(connection);
     }

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::connection;
 use crate::consensus::{self, ClusterId, Consensus, Identity, MemberAddr, Proposal};
 use crate::replica::{Replica, now_ms};
+use crate::stats::{ServerStats, Summary};
 use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
@@ -38,10 +39,38 @@ pub struct Context {
     /// Since when this server has not served (its start, or when it last lost its quorum).
     unserved_since: Mutex<Instant>,
     pub started: Instant,
+    /// The replica's counters, read without its lock.
+    pub stats: Arc<ServerStats>,
+    /// Elections and leadership, as this server saw them.
+    pub leadership: Leadership,
     pub client_addr: SocketAddr,
     /// Where the admin HTTP server listens, if it runs.
     pub admin_addr: Option<SocketAddr>,
+    /// Where `/metrics` is served, if it is.
+    pub metrics_addr: Option<SocketAddr>,
     connections: Mutex<Connections>,
+}
+
+/// Elections and leadership as this server saw them (ZooKeeper's election_time,
+/// looking_count and leader_uptime).
+#[derive(Debug, Default)]
+pub struct Leadership {
+    /// Milliseconds from losing a leader to knowing the next one.
+    pub election_time_ms: Summary,
+    /// Times this server found itself without a leader.
+    pub elections: AtomicU64,
+    /// Since when this server leads, while it does.
+    pub leading_since: Mutex<Option<Instant>>,
+}
+
+impl Leadership {
+    /// How long this server has led, if it leads.
+    pub fn leading_for(&self) -> Option<Duration> {
+        self.leading_since
+            .lock()
+            .expect("leading_since lock poisoned")
+            .map(|since| since.elapsed())
+    }
 }
 
 /// Open client connections, for the limits.
@@ -134,6 +163,11 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot serve Prometheus metrics on {addr}: {source}")]
+    ListenMetrics {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot listen for other servers on {addr}: {source}")]
     ListenPeers {
         addr: String,
@@ -171,6 +205,17 @@ impl Server {
                     source,
                 })?;
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let metrics_listener = admin::metrics::bind(&config.metrics)
+            .await
+            .map_err(|source| StartError::ListenMetrics {
+                addr: config
+                    .metrics
+                    .address()
+                    .map(|(a, _)| a.to_string())
+                    .unwrap_or_default(),
+                source,
+            })?;
+        let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let members = member_addrs(&config, client_addr);
         let peer_listener = match config.cluster.me().filter(|_| members.len() > 1) {
             Some(me) => Some(
@@ -226,8 +271,15 @@ impl Server {
         )
         .await?;
         {
+            let status = consensus.status();
             let mut r = replica.lock().expect("replica lock poisoned");
             r.grant_full_timeouts(Instant::now());
+            r.stats
+                .recovery_ms
+                .record(started.elapsed().as_millis() as u64);
+            r.stats
+                .recovery_entries
+                .record(status.applied_index.saturating_sub(status.snapshot_index));
             tracing::info!(
                 znodes = r.state().tree().len(),
                 sessions = r.state().sessions().count(),
@@ -238,6 +290,7 @@ impl Server {
                 "state recovered"
             );
         }
+        let stats = replica.lock().expect("replica lock poisoned").stats.clone();
         let ctx = Arc::new(Context {
             forwarder: Forwarder::new(config.cluster.forward_queue_max as usize),
             config: Arc::new(config),
@@ -246,8 +299,11 @@ impl Server {
             next_connection: AtomicU64::new(1),
             unserved_since: Mutex::new(Instant::now()),
             started,
+            stats,
+            leadership: Leadership::default(),
             client_addr,
             admin_addr,
+            metrics_addr,
             connections: Mutex::new(Connections::default()),
         });
         let mut tasks = vec![
@@ -259,6 +315,12 @@ impl Server {
             tasks.push(tokio::spawn(admin::http::serve(
                 ctx.clone(),
                 admin_listener,
+            )));
+        }
+        if let Some(metrics_listener) = metrics_listener {
+            tasks.push(tokio::spawn(admin::metrics::serve(
+                ctx.clone(),
+                metrics_listener,
             )));
         }
         if let Some(peer_listener) = peer_listener {
@@ -285,6 +347,11 @@ impl Server {
     /// Where the admin HTTP server listens, if it runs.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.ctx.admin_addr
+    }
+
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.ctx.metrics_addr
     }
 
     /// Stops listening and stops consensus. Everything acknowledged is already on disk. A
@@ -319,7 +386,13 @@ pub async fn accept(listener: &TcpListener, what: &str) -> (TcpStream, SocketAdd
 async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
     loop {
         let (stream, peer) = accept(&listener, "a client").await;
+        ctx.stats
+            .connections_requested
+            .fetch_add(1, Ordering::Relaxed);
         if let Err(limit) = ctx.admit(peer.ip()) {
+            ctx.stats
+                .connections_refused
+                .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, "refusing a connection: {limit} reached");
             continue;
         }
@@ -394,6 +467,7 @@ fn cluster_id(config: &Config, members: &[MemberAddr]) -> u64 {
 async fn follow_leadership(ctx: Arc<Context>) {
     let me = ctx.consensus.node_id();
     let mut seen: (u64, Option<u64>) = (0, None);
+    let mut leaderless_since = Some(Instant::now());
     let mut serving = false;
     let mut check = tokio::time::interval(Duration::from_millis(100));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -405,6 +479,7 @@ async fn follow_leadership(ctx: Arc<Context>) {
         if now.1 != seen.1 {
             ctx.forwarder.close();
             ctx.replica().close_writers("the leader changed");
+            note_leadership(&ctx.leadership, now.1, me, &mut leaderless_since);
             match now.1 {
                 Some(leader) if leader == me => {
                     tracing::info!(term = now.0, "this server leads");
@@ -441,6 +516,34 @@ async fn follow_leadership(ctx: Arc<Context>) {
     }
 }
 
+/// Times elections (from losing a leader to knowing one) and this server's leadership.
+fn note_leadership(
+    leadership: &Leadership,
+    leader: Option<u64>,
+    me: u64,
+    leaderless_since: &mut Option<Instant>,
+) {
+    let mut leading_since = leadership
+        .leading_since
+        .lock()
+        .expect("leading_since lock poisoned");
+    match leader {
+        None => {
+            leadership.elections.fetch_add(1, Ordering::Relaxed);
+            leaderless_since.get_or_insert_with(Instant::now);
+            *leading_since = None;
+        }
+        Some(leader) => {
+            if let Some(since) = leaderless_since.take() {
+                leadership
+                    .election_time_ms
+                    .record(since.elapsed().as_millis() as u64);
+            }
+            *leading_since = (leader == me).then(Instant::now);
+        }
+    }
+}
+
 /// A follower reports the sessions its clients touched to the leader, twice a tick, as
 /// ZooKeeper's learners report theirs in every ping; the leader decides expiry from them.
 async fn report_sessions(ctx: Arc<Context>) {
@@ -473,6 +576,9 @@ async fn expire_sessions(ctx: Arc<Context>) {
             continue;
         }
         let expired = ctx.replica().take_expired(Instant::now());
+        ctx.stats
+            .sessions_expired
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
         for session_id in expired {
             tracing::info!(
                 session = format_args!("{session_id:#x}"),

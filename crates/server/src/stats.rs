@@ -1,8 +1,12 @@
 //! Counters the four-letter words and metrics report: per server (lock-free, updated on every
 //! reply) and per client (kept with the client under the replica's lock).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use warden_proto::types::EventType;
 
 /// Request latency, as ZooKeeper's `srvr` reports it: min/avg/max in milliseconds.
 #[derive(Debug)]
@@ -55,12 +59,145 @@ impl Latency {
     }
 }
 
+/// Observations of one quantity since the server started (ZooKeeper's summaries): their
+/// count, sum and distribution, in the unit they were recorded in.
+#[derive(Debug)]
+pub struct Summary {
+    /// 3 significant digits over any u64: quantiles within 0.1 %.
+    observed: Mutex<Histogram<u64>>,
+}
+
+/// What a [`Summary`] holds at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummarySnapshot {
+    pub count: u64,
+    pub sum: u64,
+    /// The requested quantiles, in the order asked; `None` before the first observation.
+    pub quantiles: Vec<(f64, Option<u64>)>,
+}
+
+impl Default for Summary {
+    fn default() -> Self {
+        Summary {
+            observed: Mutex::new(Histogram::new(3).expect("3 significant digits are allowed")),
+        }
+    }
+}
+
+impl Summary {
+    pub fn record(&self, value: u64) {
+        self.observed
+            .lock()
+            .expect("summary lock poisoned")
+            .saturating_record(value);
+    }
+
+    pub fn snapshot(&self, quantiles: &[f64]) -> SummarySnapshot {
+        let h = self.observed.lock().expect("summary lock poisoned");
+        let count = h.len();
+        // The histogram keeps values to 3 significant digits; its mean times the count is
+        // the sum to the same precision.
+        let sum = (h.mean() * count as f64).round() as u64;
+        SummarySnapshot {
+            count,
+            sum,
+            quantiles: quantiles
+                .iter()
+                .map(|&q| (q, (count > 0).then(|| h.value_at_quantile(q))))
+                .collect(),
+        }
+    }
+}
+
+/// Sizes of the replies sent to clients, in bytes (ZooKeeper's client_response_stats).
+#[derive(Debug)]
+pub struct ResponseSizes {
+    last: AtomicU64,
+    min: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for ResponseSizes {
+    fn default() -> Self {
+        ResponseSizes {
+            last: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ResponseSizes {
+    pub fn record(&self, bytes: usize) {
+        let bytes = bytes as u64;
+        self.last.store(bytes, Ordering::Relaxed);
+        self.min.fetch_min(bytes, Ordering::Relaxed);
+        self.max.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// (last, min, max); all 0 before the first reply, as ZooKeeper's BufferStats.
+    pub fn last_min_max(&self) -> (u64, u64, u64) {
+        let min = self.min.load(Ordering::Relaxed);
+        if min == u64::MAX {
+            return (0, 0, 0);
+        }
+        (
+            self.last.load(Ordering::Relaxed),
+            min,
+            self.max.load(Ordering::Relaxed),
+        )
+    }
+
+    fn reset(&self) {
+        self.last.store(0, Ordering::Relaxed);
+        self.min.store(u64::MAX, Ordering::Relaxed);
+        self.max.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Server-wide counters.
 #[derive(Debug, Default)]
 pub struct ServerStats {
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
     pub latency: Latency,
+    /// Milliseconds from receiving a read to sending its reply (ZooKeeper's readlatency).
+    pub read_latency_ms: Summary,
+    /// Milliseconds from receiving a write to sending its reply (ZooKeeper's updatelatency).
+    pub write_latency_ms: Summary,
+    pub response_sizes: ResponseSizes,
+    /// Bytes of client frames read, length prefixes included.
+    pub bytes_received: AtomicU64,
+    /// Client connections accepted by the listener, refused ones included.
+    pub connections_requested: AtomicU64,
+    /// Client connections refused at a limit.
+    pub connections_refused: AtomicU64,
+    /// Committed transactions applied (client requests and the leader's own).
+    pub commits: AtomicU64,
+    /// Clients that reconnected to a session they already had (ZooKeeper's revalidate_count).
+    pub sessions_resumed: AtomicU64,
+    /// Sessions this server, leading, expired for their clients' silence.
+    pub sessions_expired: AtomicU64,
+    /// Watchers each event fired, by event (ZooKeeper's node_*_watch_count): created,
+    /// deleted, data changed, children changed.
+    pub watchers_fired: [Summary; 4],
+    /// Milliseconds each snapshot took to encode and write (ZooKeeper's snapshottime).
+    pub snapshot_ms: Summary,
+    /// Bytes of the last snapshot written.
+    pub snapshot_last_bytes: AtomicU64,
+    /// Milliseconds the start-up took to recover the state from snapshot and log
+    /// (ZooKeeper's dbinittime): one observation per start.
+    pub recovery_ms: Summary,
+    /// Log entries replayed on top of the snapshot at start-up (ZooKeeper's
+    /// startup_txns_loaded).
+    pub recovery_entries: Summary,
+}
+
+/// Whether a reply answers a read or a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    Read,
+    Write,
 }
 
 impl ServerStats {
@@ -68,9 +205,37 @@ impl ServerStats {
         self.packets_received.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn sent(&self, latency: Duration) {
+    /// A reply of `bytes` went out, `latency` after its request arrived.
+    pub fn sent(&self, answered: Answered, latency: Duration, bytes: usize) {
         self.packets_sent.fetch_add(1, Ordering::Relaxed);
         self.latency.record(latency);
+        let ms = latency.as_millis() as u64;
+        match answered {
+            Answered::Read => self.read_latency_ms.record(ms),
+            Answered::Write => self.write_latency_ms.record(ms),
+        }
+        self.response_sizes.record(bytes);
+    }
+
+    /// An event of type `event` fired `watchers` watchers; counted when it fired any, as
+    /// ZooKeeper's WatchManager counts.
+    pub fn watchers_fired(&self, event: EventType, watchers: usize) {
+        let i = match event {
+            EventType::NodeCreated => 0,
+            EventType::NodeDeleted => 1,
+            EventType::NodeDataChanged => 2,
+            EventType::NodeChildrenChanged => 3,
+            _ => return,
+        };
+        if watchers > 0 {
+            self.watchers_fired[i].record(watchers as u64);
+        }
+    }
+
+    pub fn snapshot_written(&self, ms: u64, bytes: usize) {
+        self.snapshot_ms.record(ms);
+        self.snapshot_last_bytes
+            .store(bytes as u64, Ordering::Relaxed);
     }
 
     /// `srst`: counters back to zero.
@@ -78,6 +243,7 @@ impl ServerStats {
         self.packets_received.store(0, Ordering::Relaxed);
         self.packets_sent.store(0, Ordering::Relaxed);
         self.latency.reset();
+        self.response_sizes.reset();
     }
 }
 

@@ -54,7 +54,17 @@ pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
     let url = ctx.config.admin.command_url.clone();
     let idle = Duration::from_millis(u64::from(ctx.config.admin.idle_timeout_ms));
     tracing::info!(?addr, commands = %url, "serving admin HTTP");
-    let app = router(ctx, &url);
+    serve_app(listener, router(ctx, &url), idle, "an admin connection").await;
+}
+
+/// Serves `app` on `listener`, at most [`ADMIN_CONNECTIONS_MAX`] connections at once, each
+/// closed after `idle` without a request; `what` names a connection in logs.
+pub(super) async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    idle: Duration,
+    what: &'static str,
+) {
     let permits = Arc::new(Semaphore::new(ADMIN_CONNECTIONS_MAX));
     loop {
         let permit = permits
@@ -62,7 +72,7 @@ pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let (stream, peer) = crate::server::accept(&listener, "an admin connection").await;
+        let (stream, peer) = crate::server::accept(&listener, what).await;
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
             let mut http = hyper::server::conn::http1::Builder::new();
@@ -70,7 +80,7 @@ pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
             // is the time a kept-alive connection sits idle.
             http.timer(TokioTimer::new()).header_read_timeout(idle);
             if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
-                tracing::debug!(%peer, error = %e, "admin connection ended");
+                tracing::debug!(%peer, error = %e, "{what} ended");
             }
             drop(permit);
         });

@@ -1,18 +1,22 @@
-//! Everything an operator asks a running server: the four-letter words on the client port and
-//! the admin HTTP server (ZooKeeper's AdminServer commands, `/ready`, `/health`), both drawn
-//! from the same facts.
+//! Everything an operator asks a running server: the four-letter words on the client port,
+//! the admin HTTP server (ZooKeeper's AdminServer commands, `/ready`, `/health`) and the
+//! Prometheus metrics endpoint, all drawn from the same facts.
 //!
 //! - [`facts`]: what the words and commands report, gathered from the replica and consensus.
 //! - [`four_letter`]: the words, in ZooKeeper 3.9's text.
 //! - [`commands`]: ZooKeeper 3.9's command table and each command's JSON.
 //! - [`json`]: JSON as ZooKeeper's Jackson writes it, keys in order.
 //! - [`http`]: the HTTP listener and its routes.
+//! - [`metrics`]: `/metrics`, ZooKeeper's Prometheus families and Warden's own.
+//! - [`process`]: the process as `/proc` shows it (memory, CPU, file descriptors).
 
 pub mod commands;
 pub mod facts;
 pub mod four_letter;
 pub mod http;
 pub mod json;
+pub mod metrics;
+pub mod process;
 
 pub use facts::mode;
 pub use four_letter::answer;

@@ -7,11 +7,12 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::alias::{EntryOf, LogIdOf, PayloadOf, VoteOf};
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{Entry, RaftLogReader};
+use prometheus_client::metrics::histogram::Histogram;
 use raft_log::api::raft_log_writer::RaftLogWriter;
 use raft_log::codeq::{Decode, Encode};
 use serde::Serialize;
@@ -53,16 +54,28 @@ pub struct LogOwner {
     pub node_id: u64,
 }
 
-/// Completion of a flush: openraft's append callback, or a oneshot for our own waits.
+/// Completion of a flush: openraft's append callback (with when the entries were handed
+/// over, for [`LogStore::append_seconds`]), or a oneshot for our own waits.
 pub enum Flushed {
-    Append(IOFlushed<WardenRaft>),
+    Append {
+        callback: IOFlushed<WardenRaft>,
+        appended: Instant,
+        seconds: Histogram,
+    },
     Wait(tokio::sync::oneshot::Sender<io::Result<()>>),
 }
 
 impl raft_log::Callback for Flushed {
     fn send(self, res: Result<(), io::Error>) {
         match self {
-            Flushed::Append(cb) => cb.io_completed(res),
+            Flushed::Append {
+                callback,
+                appended,
+                seconds,
+            } => {
+                seconds.observe(appended.elapsed().as_secs_f64());
+                callback.io_completed(res)
+            }
             Flushed::Wait(tx) => {
                 let _ = tx.send(res);
             }
@@ -97,6 +110,23 @@ impl raft_log::Types for LogTypes {
 #[derive(Clone)]
 pub struct LogStore {
     log: Arc<Mutex<raft_log::RaftLog<LogTypes>>>,
+    /// Seconds from appending entries to their being durable: the group-commit wait, the
+    /// write and the fsync.
+    append_seconds: Histogram,
+}
+
+/// The fsyncs of the log's flush thread since the log was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fsyncs {
+    pub count: u64,
+    pub total_us: u64,
+    /// The median fsync, 0 before the first.
+    pub median_us: u64,
+}
+
+/// Buckets of [`LogStore::append_seconds`]: 50 µs doubling to about 1.6 s.
+fn append_seconds_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(50e-6, 2.0, 16)
 }
 
 /// Why the log directory cannot be used.
@@ -158,6 +188,7 @@ impl LogStore {
         }
         Ok(LogStore {
             log: Arc::new(Mutex::new(log)),
+            append_seconds: Histogram::new(append_seconds_buckets()),
         })
     }
 
@@ -169,6 +200,22 @@ impl LogStore {
     /// Bytes of log on disk.
     pub fn disk_bytes(&self) -> u64 {
         self.log().on_disk_size()
+    }
+
+    /// What raft-log's flush thread measured of its fsyncs.
+    pub fn fsyncs(&self) -> Fsyncs {
+        let m = self.log().stat().flush_metrics;
+        Fsyncs {
+            count: m.sync_batch_count,
+            total_us: m.sync_us,
+            median_us: m.sync_percentiles.p50_us,
+        }
+    }
+
+    /// How long appended entries took to become durable (shared: observed by the flush
+    /// thread, read by the metrics endpoint).
+    pub fn append_seconds(&self) -> Histogram {
+        self.append_seconds.clone()
     }
 }
 
@@ -262,7 +309,12 @@ impl RaftLogStorage<WardenRaft> for LogStore {
         let mut log = self.log();
         log.append(entries.into_iter().map(|e| (Cw(e.log_id), Cw(e.payload))))?;
         // Durable before the callback: openraft counts the entries only once it fires.
-        log.flush(true, Some(Flushed::Append(callback)))?;
+        let flushed = Flushed::Append {
+            callback,
+            appended: Instant::now(),
+            seconds: self.append_seconds.clone(),
+        };
+        log.flush(true, Some(flushed))?;
         Ok(())
     }
 

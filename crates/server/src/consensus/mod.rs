@@ -34,6 +34,7 @@ pub use types::{Origin, Proposal};
 
 use crate::cluster::wire::{FrameReader, FrameWriter, WireError};
 use crate::replica::Replica;
+pub use log_store::Fsyncs;
 use log_store::LogStore;
 use snapshot_store::SnapshotStore;
 use state_machine::StateMachine;
@@ -158,6 +159,7 @@ pub struct Status {
     pub term: u64,
     pub leader: Option<u64>,
     pub last_log_index: u64,
+    pub committed_index: u64,
     pub applied_index: u64,
     pub snapshot_index: u64,
     pub log_dir: PathBuf,
@@ -171,6 +173,8 @@ pub struct Status {
     pub synced_followers: Vec<u64>,
     /// Read-index confirmations under way.
     pub pending_syncs: u64,
+    /// The log's fsyncs since this server started.
+    pub fsyncs: Fsyncs,
 }
 
 /// When this server last heard from a leader, for "am I serving?".
@@ -745,6 +749,7 @@ impl Consensus {
             term: m.current_term,
             leader: m.current_leader,
             last_log_index: m.last_log_index.unwrap_or(0),
+            committed_index: m.local_committed.map_or(0, |l| l.index),
             applied_index: m.last_applied.map_or(0, |l| l.index),
             snapshot_index: m.snapshot.map_or(0, |l| l.index),
             log_dir: self.log_dir.clone(),
@@ -755,7 +760,13 @@ impl Consensus {
             learners,
             synced_followers,
             pending_syncs: self.pending_read_indexes.load(Ordering::Relaxed),
+            fsyncs: self.log.fsyncs(),
         }
+    }
+
+    /// How long appended log entries took to become durable.
+    pub fn log_append_seconds(&self) -> prometheus_client::metrics::histogram::Histogram {
+        self.log.append_seconds()
     }
 
     /// The newest snapshot on disk: its zxid and when it was written.

@@ -16,6 +16,7 @@ use warden_state::{State, snapshot};
 use super::snapshot_store::{Snapshot, SnapshotStore};
 use super::types::{Applied, WardenRaft};
 use crate::replica::Replica;
+use crate::stats::ServerStats;
 
 pub struct StateMachine {
     replica: Arc<Mutex<Replica>>,
@@ -44,6 +45,7 @@ pub struct SnapshotBuilder {
     state: State,
     meta: SnapshotMetaOf<WardenRaft>,
     store: SnapshotStore,
+    stats: Arc<ServerStats>,
 }
 
 impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
@@ -53,6 +55,7 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
         let state = std::mem::replace(&mut self.state, State::new(Default::default()));
         let meta = self.meta.clone();
         let store = self.store.clone();
+        let stats = self.stats.clone();
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let snapshot = Snapshot {
@@ -60,11 +63,13 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
                 snapshot: snapshot::encode(&state),
             };
             let path = store.save(&snapshot)?;
+            let ms = started.elapsed().as_millis() as u64;
+            stats.snapshot_written(ms, snapshot.snapshot.len());
             tracing::info!(
                 path = %path.display(),
                 bytes = snapshot.snapshot.len(),
                 znodes = state.tree().len(),
-                ms = started.elapsed().as_millis() as u64,
+                ms,
                 "snapshot written"
             );
             Ok(snapshot)
@@ -113,8 +118,10 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // The copy is taken here, on the apply path, so it matches `applied` exactly; the
         // encoding and the write happen in `build_snapshot` while applies go on.
+        let replica = self.replica();
         SnapshotBuilder {
-            state: self.replica().state().clone(),
+            state: replica.state().clone(),
+            stats: replica.stats.clone(),
             meta: SnapshotMetaOf::<WardenRaft> {
                 last_log_id: self.applied,
                 last_membership: self.membership.clone(),

@@ -1,0 +1,398 @@
+//! `GET /metrics`: what ZooKeeper's PrometheusMetricsProvider serves, under its names, types
+//! and labels, so that dashboards and alerts written for ZooKeeper work unchanged; then the
+//! process's `process_*` families; then Warden's own, prefixed `warden_` (docs/metrics.md).
+//!
+//! ZooKeeper's families are written here as its simpleclient 0.9 writes them (counters
+//! without `_total`, summaries with quantile labels, values as Java doubles): the
+//! `prometheus-client` crate has no summaries and adds `_total` to every counter. Warden's
+//! own families are the crate's, encoded by it.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use super::facts::{self, Metric};
+use super::{http, process};
+use crate::config::Metrics;
+use crate::server::Context;
+use crate::stats::SummarySnapshot;
+
+/// The text format ZooKeeper's endpoint declares.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How long an idle scraper's connection is kept open (Jetty's default, as ZooKeeper's
+/// endpoint).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// ZooKeeper's BASIC summaries: the median only.
+const BASIC: &[f64] = &[0.5];
+/// ZooKeeper's ADVANCED summaries.
+const ADVANCED: &[f64] = &[0.5, 0.9, 0.99];
+
+/// ZooKeeper's gauges that `mntr` reports under the same names: copied from its figures.
+const MONITOR_GAUGES: &[&str] = &[
+    "ephemerals_count",
+    "num_alive_connections",
+    "avg_latency",
+    "outstanding_requests",
+    "znode_count",
+    "global_sessions",
+    "packets_sent",
+    "packets_received",
+    "watch_count",
+    "min_latency",
+    "approximate_data_size",
+    "local_sessions",
+    "uptime",
+    "max_latency",
+    // A quorum member's.
+    "quorum_size",
+    // A leader's.
+    "learners",
+    "synced_followers",
+    "synced_non_voting_followers",
+    "synced_observers",
+    "pending_syncs",
+];
+
+/// Warden's figures in `mntr` that are served as `warden_` gauges, and what they mean.
+const MONITOR_WARDEN_GAUGES: &[(&str, &str, &str)] = &[
+    (
+        "raft_term",
+        "warden_raft_term",
+        "The Raft term this server is in",
+    ),
+    (
+        "raft_last_log_index",
+        "warden_raft_last_log_index",
+        "Index of the last entry in this server's Raft log",
+    ),
+    (
+        "raft_applied_index",
+        "warden_raft_applied_index",
+        "Index of the last Raft log entry applied to the tree",
+    ),
+    (
+        "raft_snapshot_index",
+        "warden_raft_snapshot_index",
+        "Index of the last Raft log entry in the newest snapshot",
+    ),
+    ("log_bytes", "warden_log_bytes", "Bytes of Raft log on disk"),
+    (
+        "snapshot_bytes",
+        "warden_snapshot_dir_bytes",
+        "Bytes of snapshots on disk",
+    ),
+];
+
+/// Binds the metrics listener before anything else starts, so that an address the operator
+/// named and cannot have stops the start. `None`: no endpoint configured, or the default
+/// address is taken (logged as an error).
+pub async fn bind(metrics: &Metrics) -> std::io::Result<Option<TcpListener>> {
+    let Some((listen, named)) = metrics.address() else {
+        return Ok(None);
+    };
+    match TcpListener::bind((listen.host.as_str(), listen.port)).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(e) if !named => {
+            tracing::error!(
+                addr = %listen,
+                error = %e,
+                "no Prometheus metrics: their default address is not free; set \
+                 metricsProvider.httpPort (zoo.cfg) or [metrics] listen (TOML) to choose one"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is aborted.
+pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
+    let addr = listener.local_addr().ok();
+    tracing::info!(?addr, "serving Prometheus metrics on /metrics");
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(ctx);
+    http::serve_app(listener, app, IDLE_TIMEOUT, "a metrics connection").await;
+}
+
+async fn metrics(State(ctx): State<Arc<Context>>) -> Response {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&ctx)).into_response()
+}
+
+/// Everything `/metrics` serves, sampled now.
+pub fn render(ctx: &Context) -> String {
+    let monitor = facts::monitor(ctx);
+    let status = ctx.consensus.status();
+    let process = process::look();
+    let mut out = Exposition::default();
+    zookeeper(ctx, &monitor, &status, &process, &mut out);
+    if ctx.config.metrics.process {
+        process_families(&process, &mut out);
+    }
+    let mut text = out.text;
+    warden(ctx, &monitor, &status, &mut text);
+    text
+}
+
+/// ZooKeeper's families, as far as Warden has the figures (docs/metrics.md lists the rest).
+fn zookeeper(
+    ctx: &Context,
+    monitor: &[(&'static str, Metric)],
+    status: &crate::consensus::Status,
+    process: &process::Process,
+    out: &mut Exposition,
+) {
+    for (name, value) in monitor {
+        if MONITOR_GAUGES.contains(name) {
+            out.gauge(name, number(value));
+        }
+    }
+    if let Some(leading) = ctx.leadership.leading_for()
+        && !ctx.consensus.standalone()
+    {
+        out.gauge("leader_uptime", leading.as_millis() as f64);
+    }
+    if let Some(fds) = process.open_fds {
+        out.gauge("open_file_descriptor_count", fds as f64);
+    }
+    if let Some(fds) = process.max_fds {
+        out.gauge("max_file_descriptor_count", fds as f64);
+    }
+    let stats = &ctx.stats;
+    let (last, min, max) = stats.response_sizes.last_min_max();
+    out.gauge("last_client_response_size", last as f64);
+    out.gauge("min_client_response_size", min as f64);
+    out.gauge("max_client_response_size", max as f64);
+
+    let count = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+    out.counter("commit_count", count(&stats.commits));
+    out.counter("bytes_received_count", count(&stats.bytes_received));
+    out.counter(
+        "connection_request_count",
+        count(&stats.connections_requested),
+    );
+    out.counter("connection_rejected", count(&stats.connections_refused));
+    out.counter("looking_count", count(&ctx.leadership.elections));
+    out.counter("revalidate_count", count(&stats.sessions_resumed));
+    out.counter("stale_sessions_expired", count(&stats.sessions_expired));
+
+    out.summary("readlatency", &stats.read_latency_ms.snapshot(ADVANCED));
+    out.summary("updatelatency", &stats.write_latency_ms.snapshot(ADVANCED));
+    let fsyncs = status.fsyncs;
+    out.summary(
+        "fsynctime",
+        &SummarySnapshot {
+            count: fsyncs.count,
+            sum: fsyncs.total_us / 1000,
+            quantiles: vec![(0.5, (fsyncs.count > 0).then_some(fsyncs.median_us / 1000))],
+        },
+    );
+    out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
+    out.summary("dbinittime", &stats.recovery_ms.snapshot(BASIC));
+    out.summary(
+        "startup_txns_loaded",
+        &stats.recovery_entries.snapshot(BASIC),
+    );
+    out.summary(
+        "election_time",
+        &ctx.leadership.election_time_ms.snapshot(BASIC),
+    );
+    let [created, deleted, changed, children] = &stats.watchers_fired;
+    out.summary("node_created_watch_count", &created.snapshot(BASIC));
+    out.summary("node_deleted_watch_count", &deleted.snapshot(BASIC));
+    out.summary("node_changed_watch_count", &changed.snapshot(BASIC));
+    out.summary("node_children_watch_count", &children.snapshot(BASIC));
+}
+
+/// The `process_*` families simpleclient's DefaultExports serves, from `/proc`.
+fn process_families(p: &process::Process, out: &mut Exposition) {
+    if let Some(v) = p.cpu_seconds {
+        out.counter("process_cpu_seconds_total", v);
+    }
+    if let Some(v) = p.start_time_seconds {
+        out.gauge("process_start_time_seconds", v);
+    }
+    if let Some(v) = p.open_fds {
+        out.gauge("process_open_fds", v as f64);
+    }
+    if let Some(v) = p.max_fds {
+        out.gauge("process_max_fds", v as f64);
+    }
+    if let Some(v) = p.virtual_bytes {
+        out.gauge("process_virtual_memory_bytes", v as f64);
+    }
+    if let Some(v) = p.resident_bytes {
+        out.gauge("process_resident_memory_bytes", v as f64);
+    }
+}
+
+/// Warden's own families, through the prometheus-client crate.
+fn warden(
+    ctx: &Context,
+    monitor: &[(&'static str, Metric)],
+    status: &crate::consensus::Status,
+    text: &mut String,
+) {
+    let mut registry = Registry::default();
+    let mut gauge = |name: &str, help: &str, value: f64| {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(value);
+        registry.register(name, help, g);
+    };
+    for (name, value) in monitor {
+        if let Some((_, family, help)) = MONITOR_WARDEN_GAUGES.iter().find(|(n, ..)| n == name) {
+            gauge(family, help, number(value));
+        }
+    }
+    gauge(
+        "warden_raft_committed_index",
+        "Index of the last Raft log entry known to be committed",
+        status.committed_index as f64,
+    );
+    gauge(
+        "warden_apply_lag_entries",
+        "Committed Raft log entries not applied to the tree yet: a stalled apply grows it",
+        status.committed_index.saturating_sub(status.applied_index) as f64,
+    );
+    let stats = &ctx.stats;
+    gauge(
+        "warden_snapshot_last_bytes",
+        "Bytes of the last snapshot this server wrote, 0 before the first",
+        stats.snapshot_last_bytes.load(Ordering::Relaxed) as f64,
+    );
+    let figure = |name: &str| {
+        monitor
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0.0, |(_, v)| number(v))
+    };
+    let znodes = figure("znode_count");
+    gauge(
+        "warden_znode_bytes_avg",
+        "Bytes of path and data per znode: approximate_data_size / znode_count",
+        if znodes > 0.0 {
+            figure("approximate_data_size") / znodes
+        } else {
+            0.0
+        },
+    );
+    let snapshots = Counter::<u64>::default();
+    snapshots.inc_by(stats.snapshot_ms.snapshot(&[]).count);
+    registry.register(
+        "warden_snapshots_written",
+        "Snapshots this server wrote since it started",
+        snapshots,
+    );
+    registry.register(
+        "warden_log_append_seconds",
+        "Seconds from appending entries to the Raft log until they are durable: the \
+         group-commit wait, the write and the fsync",
+        ctx.consensus.log_append_seconds(),
+    );
+    prometheus_client::encoding::text::encode_registry(text, &registry)
+        .expect("writing to a String cannot fail");
+}
+
+fn number(m: &Metric) -> f64 {
+    match m {
+        Metric::Int(v) => *v as f64,
+        Metric::Float(v) => *v,
+        Metric::Text(_) => f64::NAN,
+    }
+}
+
+/// Families in simpleclient 0.9's text: `# HELP` is the name, labels end with a comma,
+/// values are Java doubles.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn head(&mut self, name: &str, kind: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {name}\n# TYPE {name} {kind}");
+    }
+
+    fn gauge(&mut self, name: &str, value: f64) {
+        self.head(name, "gauge");
+        let _ = writeln!(self.text, "{name} {}", java_double(value));
+    }
+
+    fn counter(&mut self, name: &str, value: f64) {
+        self.head(name, "counter");
+        let _ = writeln!(self.text, "{name} {}", java_double(value));
+    }
+
+    fn summary(&mut self, name: &str, s: &SummarySnapshot) {
+        self.head(name, "summary");
+        for (q, v) in &s.quantiles {
+            let v = v.map_or(f64::NAN, |v| v as f64);
+            let _ = writeln!(self.text, "{name}{{quantile=\"{q}\",}} {}", java_double(v));
+        }
+        let _ = writeln!(self.text, "{name}_count {}", java_double(s.count as f64));
+        let _ = writeln!(self.text, "{name}_sum {}", java_double(s.sum as f64));
+    }
+}
+
+/// A value as Java's `Double.toString` writes it for the values metrics take: `8.0`, `NaN`,
+/// `4.3333`. (Java writes 10^7 and above as `1.0E7`; plain digits parse the same.)
+fn java_double(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_owned()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_written_as_java_doubles() {
+        assert_eq!(java_double(8.0), "8.0");
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(4.3333), "4.3333");
+        assert_eq!(java_double(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn families_are_written_as_simpleclient_writes_them() {
+        let mut out = Exposition::default();
+        out.gauge("znode_count", 8.0);
+        out.counter("snap_count", 0.0);
+        out.summary(
+            "readlatency",
+            &SummarySnapshot {
+                count: 7,
+                sum: 25,
+                quantiles: vec![(0.5, Some(2)), (0.9, Some(6)), (0.99, None)],
+            },
+        );
+        assert_eq!(
+            out.text,
+            "# HELP znode_count znode_count\n# TYPE znode_count gauge\nznode_count 8.0\n\
+             # HELP snap_count snap_count\n# TYPE snap_count counter\nsnap_count 0.0\n\
+             # HELP readlatency readlatency\n# TYPE readlatency summary\n\
+             readlatency{quantile=\"0.5\",} 2.0\nreadlatency{quantile=\"0.9\",} 6.0\n\
+             readlatency{quantile=\"0.99\",} NaN\nreadlatency_count 7.0\nreadlatency_sum 25.0\n"
+        );
+    }
+}
