@@ -103,6 +103,9 @@ pub struct Member {
     pub client_port: u16,
     /// Where its admin HTTP server listens, on 127.0.0.1.
     pub admin_port: u16,
+    /// Where it serves `/metrics`, on 127.0.0.1, when the extra zoo.cfg lines name
+    /// ZooKeeper's Prometheus provider.
+    pub metrics_port: u16,
     quorum_port: u16,
     election_port: u16,
     pub dir: PathBuf,
@@ -249,6 +252,7 @@ impl Cluster {
                 observer: i >= participants && i < founders,
                 client_port: free_port(),
                 admin_port: free_port(),
+                metrics_port: free_port(),
                 quorum_port: free_port(),
                 election_port: free_port(),
                 dir: root.join(format!("server{}", i + 1)),
@@ -271,8 +275,8 @@ impl Cluster {
         cluster
     }
 
-    /// The zoo.cfg of `member`: identical for both systems and, but for dataDir, clientPort and
-    /// admin.serverPort, for every member.
+    /// The zoo.cfg of `member`: identical for both systems and, but for dataDir, clientPort,
+    /// admin.serverPort and metricsProvider.httpPort, for every member.
     fn zoo_cfg(&self, member: &Member) -> String {
         let mut cfg = format!(
             "tickTime={}\ninitLimit=5\nsyncLimit=2\ndataDir={}\nclientPort={}\n\
@@ -301,6 +305,12 @@ impl Cluster {
         ));
         cfg.push_str(&self.extra_zoo_cfg);
         cfg.push('\n');
+        if self.extra_zoo_cfg.contains("PrometheusMetricsProvider") {
+            cfg.push_str(&format!(
+                "metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort={}\n",
+                member.metrics_port
+            ));
+        }
         cfg
     }
 
