@@ -325,3 +325,40 @@ impl ClientStats {
         self.established = established;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_counts_sums_and_ranks_what_it_saw() {
+        let s = Summary::default();
+        assert_eq!(
+            s.snapshot(&[0.5]),
+            SummarySnapshot {
+                count: 0,
+                sum: 0,
+                quantiles: vec![(0.5, None)],
+            }
+        );
+        for v in 1..=100 {
+            s.record(v);
+        }
+        let snap = s.snapshot(&[0.5, 0.99]);
+        assert_eq!(snap.count, 100);
+        assert_eq!(snap.sum, 5050);
+        assert_eq!(snap.quantiles, vec![(0.5, Some(50)), (0.99, Some(99))]);
+    }
+
+    #[test]
+    fn reply_sizes_are_zero_before_the_first_and_reset() {
+        let sizes = ResponseSizes::default();
+        assert_eq!(sizes.last_min_max(), (0, 0, 0));
+        sizes.record(40);
+        sizes.record(10);
+        sizes.record(25);
+        assert_eq!(sizes.last_min_max(), (25, 10, 40));
+        sizes.reset();
+        assert_eq!(sizes.last_min_max(), (0, 0, 0));
+    }
+}

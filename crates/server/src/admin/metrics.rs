@@ -364,6 +364,23 @@ fn java_double(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::HostPort;
+
+    #[tokio::test]
+    async fn a_taken_default_address_is_given_up_a_named_one_is_an_error() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let mut metrics = Metrics {
+            listen_default: Some(HostPort::new("127.0.0.1", port)),
+            ..Metrics::default()
+        };
+        assert!(bind(&metrics).await.unwrap().is_none());
+        metrics.listen = Some(HostPort::new("127.0.0.1", port));
+        assert!(bind(&metrics).await.is_err());
+        metrics.listen = Some(HostPort::new("127.0.0.1", 0));
+        assert!(bind(&metrics).await.unwrap().is_some());
+        assert!(bind(&Metrics::default()).await.unwrap().is_none());
+    }
 
     #[test]
     fn values_are_written_as_java_doubles() {
