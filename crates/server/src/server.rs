@@ -274,12 +274,10 @@ impl Server {
             let status = consensus.status();
             let mut r = replica.lock().expect("replica lock poisoned");
             r.grant_full_timeouts(Instant::now());
-            r.stats
-                .recovery_ms
-                .record(started.elapsed().as_millis() as u64);
-            r.stats
-                .recovery_entries
-                .record(status.applied_index.saturating_sub(status.snapshot_index));
+            r.stats.recovered(
+                started.elapsed().as_millis() as u64,
+                status.applied_index.saturating_sub(status.snapshot_index),
+            );
             tracing::info!(
                 znodes = r.state().tree().len(),
                 sessions = r.state().sessions().count(),

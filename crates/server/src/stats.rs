@@ -2,7 +2,7 @@
 //! reply) and per client (kept with the client under the replica's lock).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -191,6 +191,11 @@ pub struct ServerStats {
     /// Log entries replayed on top of the snapshot at start-up (ZooKeeper's
     /// startup_txns_loaded).
     pub recovery_entries: Summary,
+    /// Milliseconds the start-up took to load its snapshot (ZooKeeper's
+    /// startup_snap_load_time); snapshots installed from a leader later are not counted.
+    pub startup_snapshot_load_ms: Summary,
+    /// Whether the start-up's recovery of the state is over.
+    pub recovery_done: AtomicBool,
 }
 
 /// Whether a reply answers a read or a write.
@@ -230,6 +235,20 @@ impl ServerStats {
         if watchers > 0 {
             self.watchers_fired[i].record(watchers as u64);
         }
+    }
+
+    /// A snapshot was loaded in `ms`: at start-up, or installed from a leader.
+    pub fn snapshot_loaded(&self, ms: u64) {
+        if !self.recovery_done.load(Ordering::Relaxed) {
+            self.startup_snapshot_load_ms.record(ms);
+        }
+    }
+
+    /// The start-up recovered the state in `ms`, replaying `entries` log entries.
+    pub fn recovered(&self, ms: u64, entries: u64) {
+        self.recovery_ms.record(ms);
+        self.recovery_entries.record(entries);
+        self.recovery_done.store(true, Ordering::Relaxed);
     }
 
     pub fn snapshot_written(&self, ms: u64, bytes: usize) {

@@ -130,10 +130,6 @@ const NOT_IN_WARDEN: &[(&str, &str)] = &[
     // Per top-level namespace read and write bytes.
     ("read_per_namespace_sum", "not measured yet"),
     ("write_per_namespace_sum", "not measured yet"),
-    // ZooKeeper's start-up snapshot load alone; dbinittime is the whole recovery.
-    ("startup_snap_load_time", "not measured yet"),
-    ("startup_snap_load_time_count", "not measured yet"),
-    ("startup_snap_load_time_sum", "not measured yet"),
     // Mechanisms Warden does not have.
     ("response_packet_cache_hits", "no response cache"),
     ("response_packet_cache_misses", "no response cache"),
@@ -462,6 +458,15 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     assert!(metrics.value("warden_snapshots_written_total") >= 1.0);
     assert!(metrics.value("warden_snapshot_last_bytes") > 0.0);
     assert!(metrics.value("warden_znode_bytes_avg") > 0.0);
+
+    // A restart loads the snapshot and replays the log after it.
+    let mut warden = warden;
+    warden.terminate();
+    warden.restart();
+    let restarted = scrape(addr);
+    assert_eq!(restarted.value("startup_snap_load_time_count"), 1.0);
+    assert_eq!(restarted.value("dbinittime_count"), 1.0);
+    assert!(restarted.value("znode_count") >= 34.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -203,6 +203,10 @@ fn zookeeper(
     out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
     out.summary("dbinittime", &stats.recovery_ms.snapshot(BASIC));
     out.summary(
+        "startup_snap_load_time",
+        &stats.startup_snapshot_load_ms.snapshot(BASIC),
+    );
+    out.summary(
         "startup_txns_loaded",
         &stats.recovery_entries.snapshot(BASIC),
     );

@@ -143,13 +143,18 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
         })
         .await
         .map_err(io::Error::other)??;
+        let ms = started.elapsed().as_millis() as u64;
         tracing::info!(
             znodes = state.tree().len(),
             zxid = state.last_zxid(),
-            ms = started.elapsed().as_millis() as u64,
+            ms,
             "snapshot loaded"
         );
-        self.replica().install(state);
+        {
+            let mut replica = self.replica();
+            replica.stats.snapshot_loaded(ms);
+            replica.install(state);
+        }
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         let snapshot = Snapshot {
