@@ -135,16 +135,16 @@ impl ResponseSizes {
         self.max.fetch_max(bytes, Ordering::Relaxed);
     }
 
-    /// (last, min, max); all 0 before the first reply, as ZooKeeper's BufferStats.
-    pub fn last_min_max(&self) -> (u64, u64, u64) {
+    /// (last, min, max), each -1 before the first reply, as ZooKeeper's BufferStats.
+    pub fn last_min_max(&self) -> (i64, i64, i64) {
         let min = self.min.load(Ordering::Relaxed);
         if min == u64::MAX {
-            return (0, 0, 0);
+            return (-1, -1, -1);
         }
         (
-            self.last.load(Ordering::Relaxed),
-            min,
-            self.max.load(Ordering::Relaxed),
+            self.last.load(Ordering::Relaxed) as i64,
+            min as i64,
+            self.max.load(Ordering::Relaxed) as i64,
         )
     }
 
@@ -370,14 +370,14 @@ mod tests {
     }
 
     #[test]
-    fn reply_sizes_are_zero_before_the_first_and_reset() {
+    fn reply_sizes_are_none_before_the_first_and_reset() {
         let sizes = ResponseSizes::default();
-        assert_eq!(sizes.last_min_max(), (0, 0, 0));
+        assert_eq!(sizes.last_min_max(), (-1, -1, -1));
         sizes.record(40);
         sizes.record(10);
         sizes.record(25);
         assert_eq!(sizes.last_min_max(), (25, 10, 40));
         sizes.reset();
-        assert_eq!(sizes.last_min_max(), (0, 0, 0));
+        assert_eq!(sizes.last_min_max(), (-1, -1, -1));
     }
 }

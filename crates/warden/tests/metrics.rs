@@ -446,6 +446,8 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     assert!(metrics.value("node_created_watch_count_count") >= 1.0);
     assert!(metrics.value("bytes_received_count") > 0.0);
     assert!(metrics.value("connection_request_count") >= 1.0);
+    // A reply is at least its header: xid, zxid, error code.
+    assert!(metrics.value("min_client_response_size") >= 16.0);
     assert!(metrics.value("max_client_response_size") >= metrics.value("min_client_response_size"));
     assert!(metrics.value("open_file_descriptor_count") > 0.0);
     assert!(metrics.value("process_resident_memory_bytes") > 1e6);

@@ -389,25 +389,25 @@ fn observers(ctx: &Context, o: &mut Object) {
         .put("observers", Vec::<Json>::new());
 }
 
-/// A response-size summary ZooKeeper keeps (`BufferStats`); Warden does not measure response
-/// sizes, so every value is ZooKeeper's "none yet", -1.
-fn buffer_stats() -> Object {
+/// A size summary ZooKeeper keeps (`BufferStats`): last, min and max, -1 for "none yet".
+fn buffer_stats((last, min, max): (i64, i64, i64)) -> Object {
     let mut o = Object::new();
-    o.put("last_buffer_size", -1)
-        .put("min_buffer_size", -1)
-        .put("max_buffer_size", -1);
+    o.put("last_buffer_size", last)
+        .put("min_buffer_size", min)
+        .put("max_buffer_size", max);
     o
 }
 
 fn server_stats(ctx: &Context, o: &mut Object) {
     let s = facts::summary(ctx);
+    let responses = ctx.stats.response_sizes.last_min_max();
     let read_only = s.mode == "read-only";
     let mut stats = Object::new();
     stats
         .put("packets_sent", s.packets_sent)
         .put("packets_received", s.packets_received)
         .put("fsync_threshold_exceed_count", 0)
-        .put("client_response_stats", buffer_stats())
+        .put("client_response_stats", buffer_stats(responses))
         .put("data_dir_size", s.data_dir_bytes)
         .put("log_dir_size", s.log_dir_bytes)
         .put("provider_null", false)
@@ -426,9 +426,10 @@ fn server_stats(ctx: &Context, o: &mut Object) {
     o.put("version", ZOOKEEPER_VERSION)
         .put("read_only", read_only)
         .put("server_stats", stats)
-        .put("client_response", buffer_stats());
+        .put("client_response", buffer_stats(responses));
     if s.mode == "leader" {
-        o.put("proposal_stats", buffer_stats());
+        // Proposal sizes are not measured (docs/metrics.md).
+        o.put("proposal_stats", buffer_stats((-1, -1, -1)));
     }
     o.put("node_count", s.node_count);
 }
