@@ -57,7 +57,7 @@ pub struct Context {
 pub struct Leadership {
     /// Milliseconds from losing a leader to knowing the next one.
     pub election_time_ms: Summary,
-    /// Times this server found itself without a leader.
+    /// Times this server found itself without a leader, its start included.
     pub elections: AtomicU64,
     /// Since when this server leads, while it does.
     pub leading_since: Mutex<Option<Instant>>,
@@ -465,7 +465,9 @@ fn cluster_id(config: &Config, members: &[MemberAddr]) -> u64 {
 async fn follow_leadership(ctx: Arc<Context>) {
     let me = ctx.consensus.node_id();
     let mut seen: (u64, Option<u64>) = (0, None);
+    // A member starts without a leader, as a ZooKeeper server starts LOOKING.
     let mut leaderless_since = Some(Instant::now());
+    ctx.leadership.elections.fetch_add(1, Ordering::Relaxed);
     let mut serving = false;
     let mut check = tokio::time::interval(Duration::from_millis(100));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -442,6 +442,7 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     assert!(metrics.value("snapshottime_count") >= 1.0);
     assert_eq!(metrics.value("dbinittime_count"), 1.0);
     assert_eq!(metrics.value("election_time_count"), 0.0);
+    assert_eq!(metrics.value("looking_count"), 0.0);
     assert!(metrics.value("node_changed_watch_count_count") >= 1.0);
     assert!(metrics.value("node_created_watch_count_count") >= 1.0);
     assert!(metrics.value("bytes_received_count") > 0.0);
@@ -594,6 +595,7 @@ fn on_a_cluster_the_leader_alone_serves_the_leaders_families() {
     for i in 0..3 {
         let m = scrape(addr(i));
         assert!(m.value("election_time_count") >= 1.0, "server {i}");
+        assert!(m.value("looking_count") >= 1.0, "server {i}");
         assert!(
             m.value("warden_raft_term") >= 1.0,
             "server {i}: {:?}",
