@@ -604,6 +604,9 @@ impl Replica {
             ),
             read => {
                 let outcome = self.state.read(session_id, &local.auth, read);
+                if outcome.err == ErrorCode::OK {
+                    self.stats.reads_per_namespace.read(read, &outcome.body);
+                }
                 for w in outcome.watches {
                     self.watches.add(session_id, &w.path, w.kind);
                 }
@@ -630,6 +633,11 @@ impl Replica {
         let txn = &proposal.txn;
         let outcome = self.state.apply(txn);
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        if let TxnKind::Request(request) = &txn.kind
+            && outcome.err == ErrorCode::OK
+        {
+            self.stats.writes_per_namespace.write(request);
+        }
         for trigger in &outcome.triggers {
             let deliveries = self.watches.fire(trigger);
             self.stats.watchers_fired(trigger.event, deliveries.len());

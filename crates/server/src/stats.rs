@@ -1,12 +1,14 @@
 //! Counters the four-letter words and metrics report: per server (lock-free, updated on every
 //! reply) and per client (kept with the client under the replica's lock).
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
 use warden_proto::types::EventType;
+use warden_proto::{Request, Response};
 
 /// Request latency, as ZooKeeper's `srvr` reports it: min/avg/max in milliseconds.
 #[derive(Debug)]
@@ -109,6 +111,81 @@ impl Summary {
     }
 }
 
+/// Namespaces (top-level path components) a [`PerNamespace`] keeps apart; reads and writes
+/// under further ones are not recorded, so a client creating top-level nodes without end
+/// cannot grow the server's memory or a scrape without end.
+pub const NAMESPACES_MAX: usize = 1024;
+
+/// ZooKeeper's `STAT_OVERHEAD_BYTES`, which it adds to every read it records: a Stat's six
+/// longs and five ints.
+const STAT_BYTES: u64 = 6 * 8 + 5 * 4;
+
+/// Bytes read or written per top-level namespace (ZooKeeper's read_per_namespace and
+/// write_per_namespace, labelled `key`), counted as ZooKeeper's DataTree counts them.
+#[derive(Debug, Default)]
+pub struct PerNamespace {
+    by_key: Mutex<BTreeMap<String, Summary>>,
+}
+
+impl PerNamespace {
+    fn record(&self, path: &str, bytes: u64) {
+        // Java's "/a/b".split("/")[1]; nothing for "/".
+        let Some(key) = path.split('/').nth(1).filter(|k| !k.is_empty()) else {
+            return;
+        };
+        let mut by_key = self.by_key.lock().expect("namespace lock poisoned");
+        if let Some(summary) = by_key.get(key) {
+            summary.record(bytes);
+        } else if by_key.len() < NAMESPACES_MAX {
+            let summary = Summary::default();
+            summary.record(bytes);
+            by_key.insert(key.to_owned(), summary);
+        }
+    }
+
+    /// A successful read: the path, the data or children names returned, and a Stat.
+    pub fn read(&self, request: &Request, body: &Response) {
+        let (path, bytes) = match (request, body) {
+            (Request::GetData(r), Response::GetData { data, .. }) => {
+                (&r.path, data.as_ref().map_or(0, Vec::len))
+            }
+            (Request::Exists(r), Response::Stat(_)) => (&r.path, 0),
+            (Request::GetChildren(r), Response::GetChildren { children })
+            | (Request::GetChildren2(r), Response::GetChildren2 { children, .. }) => {
+                (&r.path, children.iter().map(String::len).sum())
+            }
+            _ => return,
+        };
+        self.record(path, (path.len() + bytes) as u64 + STAT_BYTES);
+    }
+
+    /// A successful write: the path and the data of each create and setData in it.
+    pub fn write(&self, request: &Request) {
+        let (path, data) = match request {
+            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => {
+                (&r.path, &r.data)
+            }
+            Request::CreateTtl(r) => (&r.path, &r.data),
+            Request::SetData(r) => (&r.path, &r.data),
+            Request::Multi(ops) => return ops.iter().for_each(|op| self.write(op)),
+            _ => return,
+        };
+        self.record(
+            path,
+            (path.len() + data.as_ref().map_or(0, Vec::len)) as u64,
+        );
+    }
+
+    pub fn snapshot(&self, quantiles: &[f64]) -> Vec<(String, SummarySnapshot)> {
+        self.by_key
+            .lock()
+            .expect("namespace lock poisoned")
+            .iter()
+            .map(|(key, summary)| (key.clone(), summary.snapshot(quantiles)))
+            .collect()
+    }
+}
+
 /// Sizes of the replies sent to clients, in bytes (ZooKeeper's client_response_stats).
 #[derive(Debug)]
 pub struct ResponseSizes {
@@ -178,6 +255,9 @@ pub struct ServerStats {
     pub sessions_resumed: AtomicU64,
     /// Sessions this server, leading, expired for their clients' silence.
     pub sessions_expired: AtomicU64,
+    /// Bytes of successful reads and writes per top-level namespace.
+    pub reads_per_namespace: PerNamespace,
+    pub writes_per_namespace: PerNamespace,
     /// Watchers each event fired, by event (ZooKeeper's node_*_watch_count): created,
     /// deleted, data changed, children changed.
     pub watchers_fired: [Summary; 4],
@@ -367,6 +447,41 @@ mod tests {
         assert_eq!(snap.count, 100);
         assert_eq!(snap.sum, 5050);
         assert_eq!(snap.quantiles, vec![(0.5, Some(50)), (0.99, Some(99))]);
+    }
+
+    #[test]
+    fn namespaces_are_counted_as_zookeepers_data_tree_counts_them() {
+        use warden_proto::request::{PathWatchRequest, SetDataRequest};
+        let reads = PerNamespace::default();
+        let get = Request::GetData(PathWatchRequest {
+            path: "/app".into(),
+            watch: false,
+        });
+        let data = Response::GetData {
+            data: Some(b"ab".to_vec()),
+            stat: Default::default(),
+        };
+        reads.read(&get, &data);
+        // ZooKeeper 3.9.5's capture: a getData of /app with 2 bytes of data counts 74.
+        assert_eq!(reads.snapshot(&[0.5])[0].1.sum, 74);
+        let writes = PerNamespace::default();
+        let set = |path: &str| {
+            Request::SetData(SetDataRequest {
+                path: path.into(),
+                data: Some(b"xyz".to_vec()),
+                version: -1,
+            })
+        };
+        writes.write(&Request::Multi(vec![set("/app/a"), set("/other")]));
+        writes.write(&set("/"));
+        let by_key = writes.snapshot(&[]);
+        assert_eq!(by_key.len(), 2);
+        assert_eq!((by_key[0].0.as_str(), by_key[0].1.sum), ("app", 9));
+        assert_eq!((by_key[1].0.as_str(), by_key[1].1.sum), ("other", 9));
+        for i in 0..NAMESPACES_MAX + 5 {
+            writes.write(&set(&format!("/n{i}")));
+        }
+        assert_eq!(writes.snapshot(&[]).len(), NAMESPACES_MAX);
     }
 
     #[test]

@@ -214,6 +214,14 @@ fn zookeeper(
         "election_time",
         &ctx.leadership.election_time_ms.snapshot(BASIC),
     );
+    out.summaries_by_key(
+        "read_per_namespace",
+        &stats.reads_per_namespace.snapshot(BASIC),
+    );
+    out.summaries_by_key(
+        "write_per_namespace",
+        &stats.writes_per_namespace.snapshot(BASIC),
+    );
     let [created, deleted, changed, children] = &stats.watchers_fired;
     out.summary("node_created_watch_count", &created.snapshot(BASIC));
     out.summary("node_deleted_watch_count", &deleted.snapshot(BASIC));
@@ -342,13 +350,55 @@ impl Exposition {
 
     fn summary(&mut self, name: &str, s: &SummarySnapshot) {
         self.head(name, "summary");
+        self.summary_samples(name, "", s);
+    }
+
+    /// A summary set: one summary per `key` label value, as ZooKeeper's per-namespace
+    /// families (none before the first observation).
+    fn summaries_by_key(&mut self, name: &str, by_key: &[(String, SummarySnapshot)]) {
+        self.head(name, "summary");
+        for (key, s) in by_key {
+            self.summary_samples(name, &format!("key=\"{}\",", label_value(key)), s);
+        }
+    }
+
+    /// `labels`: each `name="value",`, before the quantile.
+    fn summary_samples(&mut self, name: &str, labels: &str, s: &SummarySnapshot) {
         for (q, v) in &s.quantiles {
             let v = v.map_or(f64::NAN, |v| v as f64);
-            let _ = writeln!(self.text, "{name}{{quantile=\"{q}\",}} {}", java_double(v));
+            let _ = writeln!(
+                self.text,
+                "{name}{{{labels}quantile=\"{q}\",}} {}",
+                java_double(v)
+            );
         }
-        let _ = writeln!(self.text, "{name}_count {}", java_double(s.count as f64));
-        let _ = writeln!(self.text, "{name}_sum {}", java_double(s.sum as f64));
+        let braces = |labels: &str| {
+            if labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{labels}}}")
+            }
+        };
+        let _ = writeln!(
+            self.text,
+            "{name}_count{} {}",
+            braces(labels),
+            java_double(s.count as f64)
+        );
+        let _ = writeln!(
+            self.text,
+            "{name}_sum{} {}",
+            braces(labels),
+            java_double(s.sum as f64)
+        );
     }
+}
+
+/// A label value as the text format escapes it: backslash, double quote, newline.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// A value as Java's `Double.toString` writes it for the values metrics take: `8.0`, `NaN`,
@@ -392,6 +442,25 @@ mod tests {
         assert_eq!(java_double(0.0), "0.0");
         assert_eq!(java_double(4.3333), "4.3333");
         assert_eq!(java_double(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn summary_sets_are_labelled_by_key() {
+        let mut out = Exposition::default();
+        let s = SummarySnapshot {
+            count: 7,
+            sum: 61,
+            quantiles: vec![(0.5, Some(8))],
+        };
+        out.summaries_by_key("write_per_namespace", &[("a\"b".to_owned(), s)]);
+        assert_eq!(
+            out.text,
+            "# HELP write_per_namespace write_per_namespace\n\
+             # TYPE write_per_namespace summary\n\
+             write_per_namespace{key=\"a\\\"b\",quantile=\"0.5\",} 8.0\n\
+             write_per_namespace_count{key=\"a\\\"b\",} 7.0\n\
+             write_per_namespace_sum{key=\"a\\\"b\",} 61.0\n"
+        );
     }
 
     #[test]
