@@ -459,6 +459,52 @@ fn session_resumes_on_another_server() {
     });
 }
 
+/// The shortest session ZooKeeper allows (2 ticks) outlives a kill -9 of the leader: the
+/// followers elect a new one and the client gets back in well before the session times out.
+#[test]
+fn shortest_session_survives_a_leader_kill9() {
+    run(
+        "shortest_session_survives_a_leader_kill9",
+        |system| async move {
+            let timeout = 2 * TICK;
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            let follower = cluster.followers_of(leader)[0];
+            let client = connect_with(
+                zk::Client::connector().with_session_timeout(timeout),
+                &cluster.member_connect_string(follower),
+            )
+            .await;
+            assert_eq!(client.session_timeout(), timeout);
+            client.create("/short", b"", &ephemeral()).await.unwrap();
+            let owner = client.session_id().0;
+
+            let killed_at = Instant::now();
+            cluster.kill9(leader);
+            let written = create_within(&client, "/short-after", RECOVERY_MAX).await;
+            eprintln!(
+                "{system:?}: kill -9 of the leader to a write of a {timeout:?} session: {written:?}"
+            );
+            // The server keeps such a session (a new leader gives every session a fresh
+            // timeout), but a client gives it up after being cut off for its timeout (Curator
+            // injects an expiry when SUSPENDED that long): the failover must end well before.
+            assert!(
+                written < timeout,
+                "the client was cut off for {written:?}, its whole session timeout"
+            );
+            // Past the session's timeout: had it expired meanwhile, it would be gone by now.
+            tokio::time::sleep((timeout + TICK).saturating_sub(killed_at.elapsed())).await;
+            let stat = client.check_stat("/short").await.unwrap();
+            assert_eq!(
+                stat.map(|s| s.ephemeral_owner),
+                Some(owner),
+                "the session's ephemeral outlives the failover"
+            );
+            assert_eq!(client.session_id().0, owner);
+        },
+    );
+}
+
 #[test]
 fn session_expires_while_its_server_is_down() {
     run(

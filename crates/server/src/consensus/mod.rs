@@ -8,6 +8,7 @@
 //! - [`network`]: Raft messages to other members over the peer protocol.
 //! - [`rpc`]: Raft messages from other members, handed to openraft.
 
+mod failover;
 mod log_store;
 mod network;
 mod rejoin;
@@ -235,6 +236,9 @@ pub struct Consensus {
     liveness: Arc<Liveness>,
     /// How long a leader may go unheard before this server stops serving.
     leader_timeout: Duration,
+    /// openraft's heartbeat interval.
+    heartbeat: Duration,
+    failover: Arc<failover::Probe>,
     /// Read-index confirmations under way on this server (ZooKeeper's pending syncs).
     pending_read_indexes: Arc<AtomicU64>,
     committed: network::Committed,
@@ -303,6 +307,7 @@ impl Consensus {
         };
         let config = Arc::new(raft_config(&options)?);
         let leader_timeout = Duration::from_millis(config.election_timeout_max);
+        let heartbeat = Duration::from_millis(config.heartbeat_interval);
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
         let committed = network::Committed::default();
         let raft = Raft::new(
@@ -388,6 +393,8 @@ impl Consensus {
                 leader_lost: AtomicU64::new(0),
             }),
             leader_timeout,
+            heartbeat,
+            failover: Arc::default(),
             pending_read_indexes: Arc::default(),
             committed,
             recovery,
@@ -503,11 +510,13 @@ impl Consensus {
         self.committed.get()
     }
 
-    /// The leader could not be reached on the forward channel (the connection was refused or
-    /// broke): this server stops serving until it hears from a leader again.
+    /// A connection with the leader was refused or broke (the forward channel, or the Raft
+    /// channel it opened): this server stops serving until it hears from a leader again, and
+    /// calls an election at once if the leader's process is gone (`failover`).
     pub fn leader_unreachable(&self, leader: u64, refused: bool) {
         if self.leader() == Some(leader) && leader != self.identity.me {
             self.liveness.connection_lost(leader, refused);
+            self.leader_connection_broke(leader, refused);
         }
     }
 
