@@ -142,6 +142,22 @@ pub enum ReadIndexError {
     Lagging,
 }
 
+/// Where the log stands (`Consensus::log_info`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogInfo {
+    /// The first entry still in the log (those before are in a snapshot) and its term.
+    pub first_index: u64,
+    pub first_term: u64,
+    pub last_index: u64,
+    pub last_term: u64,
+    /// Committed as this server knows it (its log holds it, flushed).
+    pub committed_index: u64,
+    /// Committed by the cluster's quorum, as the leader last said: what this server applies
+    /// up to.
+    pub cluster_committed_index: u64,
+    pub snapshot_index: u64,
+}
+
 /// Why a membership change was not made.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MembershipError {
@@ -765,6 +781,45 @@ impl Consensus {
             synced_followers,
             pending_syncs: self.pending_read_indexes.load(Ordering::Relaxed),
         }
+    }
+
+    /// The log's bounds and commit points, for ClickHouse Keeper's `lgif`.
+    pub async fn log_info(&self) -> LogInfo {
+        use openraft::RaftLogReader as _;
+        let m = self.raft.data_metrics().borrow_watched().clone();
+        let first_index = m.purged.map_or(0, |p| p.index + 1);
+        let first_term = match m.last_log {
+            Some(last) if last.index >= first_index => self
+                .log
+                .clone()
+                .try_get_log_entries(first_index..=first_index)
+                .await
+                .ok()
+                .and_then(|entries| entries.first().map(|e| e.log_id.leader_id.term))
+                .unwrap_or(0),
+            _ => 0,
+        };
+        LogInfo {
+            first_index,
+            first_term,
+            last_index: m.last_log.map_or(0, |id| id.index),
+            last_term: m.last_log.map_or(0, |id| id.leader_id.term),
+            committed_index: m.local_committed.map_or(0, |id| id.index),
+            cluster_committed_index: m.cluster_committed.map_or(0, |id| id.index),
+            snapshot_index: m.snapshot.map_or(0, |id| id.index),
+        }
+    }
+
+    /// Asks for a snapshot now (ClickHouse Keeper's `csnp`); returns the committed index it
+    /// will cover at least, or None if consensus has stopped.
+    pub async fn snapshot_now(&self) -> Option<u64> {
+        let committed = self.log_info().await.committed_index;
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .ok()
+            .map(|()| committed)
     }
 
     /// The newest snapshot on disk: its zxid and when it was written.
