@@ -682,6 +682,59 @@ fn config_version(config: &str) -> i64 {
     i64::from_str_radix(hex, 16).unwrap()
 }
 
+/// A reconfig that removes the leader: the remaining members carry on under a new leader (in
+/// ZooKeeper the leader hands over to a designated successor), and the writes go on.
+#[test]
+fn reconfig_removing_the_leader_leaves_a_leader() {
+    run(
+        "reconfig_removing_the_leader_leaves_a_leader",
+        |system| async move {
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, "reconfigEnabled=true"));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let others = cluster.followers_of(leader);
+            let through_others: Vec<String> = others
+                .iter()
+                .map(|&i| cluster.member_connect_string(i))
+                .collect();
+            let admin = connect(&through_others.join(",")).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            let id = (leader + 1).to_string();
+            let started = Instant::now();
+            match reconfig(&admin, &[], &[&id], None).await {
+                Ok(config) => assert!(!config.contains(&format!("server.{id}=")), "{config}"),
+                // ZooKeeper's followers drop their clients when the leader changes: the answer
+                // may be lost (the outcome is checked below).
+                Err(zk::Error::ConnectionLoss) => {}
+                Err(e) => panic!("reconfig removing the leader: {e}"),
+            }
+            // Writes one after another until a leader among the others has been seen for a
+            // while: the longest wait for one is the gap the change left.
+            let mut longest = Duration::ZERO;
+            let mut settled: Option<Instant> = None;
+            let mut n = 0;
+            while settled.is_none_or(|at| at.elapsed() < 2 * TICK) {
+                let wrote = create_within(&admin, &format!("/after{n}"), RECOVERY_MAX).await;
+                longest = longest.max(wrote);
+                n += 1;
+                if settled.is_none()
+                    && blocking(|| cluster.leader()).is_some_and(|l| others.contains(&l))
+                {
+                    settled = Some(Instant::now());
+                }
+            }
+            eprintln!(
+                "{system:?}: reconfig removing the leader: {n} writes after it, the longest \
+                 {longest:?}; a new leader {:?} after the reconfig began",
+                settled.map(|at| at - started)
+            );
+            admin.sync("/zookeeper/config").await.unwrap();
+            let (config, _) = admin.get_config().await.unwrap();
+            let config = String::from_utf8(config).unwrap();
+            assert!(!config.contains(&format!("server.{id}=")), "{config}");
+        },
+    );
+}
+
 #[test]
 fn reconfig_adds_and_removes_a_server_under_load() {
     run(

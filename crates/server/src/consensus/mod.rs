@@ -678,6 +678,17 @@ impl Consensus {
                 .map_err(failed)?;
         }
         let new_voters: BTreeSet<u64> = members.iter().filter(|m| m.voter).map(|m| m.id).collect();
+        let me = self.identity.me;
+        if voters.contains(&me)
+            && !new_voters.contains(&me)
+            && self.is_leader()
+            && self.hand_over_to_one_of(&new_voters).await
+        {
+            // A leader that stops being a voter hands over first, as ZooKeeper's leader hands
+            // over to a designated successor, so that the cluster does not wait out an
+            // election; the new leader finishes the change (`membership::reconcile`).
+            return Ok(());
+        }
         if new_voters != voters {
             self.raft
                 .change_membership(ChangeMembers::ReplaceAllVoters(new_voters), true)
@@ -703,28 +714,35 @@ impl Consensus {
     /// Hands leadership to the most up-to-date other voter, if this server leads; used on
     /// SIGTERM so that a rolling restart does not wait out an election timeout.
     pub async fn hand_over_leadership(&self) {
-        let m = self.raft.metrics().borrow_watched().clone();
-        if m.current_leader != Some(self.identity.me) {
-            return;
+        let voters: BTreeSet<u64> = self.members().0;
+        if self.is_leader() && self.hand_over_to_one_of(&voters).await {
+            tracing::info!("leadership handed over before stopping");
         }
+    }
+
+    /// Transfers leadership to the most up-to-date member of `candidates` other than this
+    /// one, and waits (an election timeout at most) for it to take over. Returns whether this
+    /// server no longer leads.
+    async fn hand_over_to_one_of(&self, candidates: &BTreeSet<u64>) -> bool {
+        let m = self.raft.metrics().borrow_watched().clone();
         let Some(replication) = &m.replication else {
-            return;
+            return false;
         };
-        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
         let best = replication
             .iter()
-            .filter(|(id, _)| **id != self.identity.me && voters.contains(id))
+            .filter(|(id, _)| **id != self.identity.me && candidates.contains(id))
             .max_by_key(|(_, matched)| matched.as_ref().map(|l| l.index))
             .map(|(id, _)| *id);
-        if let Some(to) = best {
-            tracing::info!(to, "handing leadership over before stopping");
-            let _ = self.raft.trigger().transfer_leader(to).await;
-            let _ = self
-                .raft
-                .wait(Some(self.leader_timeout))
-                .metrics(|m| m.current_leader != Some(m.id), "leadership handed over")
-                .await;
-        }
+        let Some(to) = best else {
+            return false;
+        };
+        tracing::info!(to, "handing leadership over");
+        let _ = self.raft.trigger().transfer_leader(to).await;
+        self.raft
+            .wait(Some(self.leader_timeout))
+            .metrics(|m| m.current_leader != Some(m.id), "leadership handed over")
+            .await
+            .is_ok()
     }
 
     /// Stands for election now (ClickHouse Keeper's `rqld`). Voters grant it only if this
