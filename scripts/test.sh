@@ -29,7 +29,10 @@ case "${1:-}" in
 esac
 
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+# A suite that fails leaves the lines that name what failed in $failures, printed again at the
+# end, next to the totals, where a CI log's tail shows them.
+failures="$(mktemp)"
+trap 'rm -f "$log" "$failures"' EXIT
 status=0
 
 if (( cargo_tests )); then
@@ -46,15 +49,33 @@ if (( compat || faults )); then
   cargo build --release --locked -p warden
   export WARDEN_BIN="$PWD/target/release/warden"
 fi
+run_suite() {
+  local out
+  out="$(mktemp)"
+  echo "== $1"
+  if "$1" 2>&1 | tee "$out"; then :; else
+    status=1
+    {
+      echo "$1:"
+      grep -a -E '^not ok|NEW failure|^--- FAIL|^FAILED |^ERROR |FAILED$|verdict: FAIL|^The test binary' "$out" \
+        | head -n 15 | cut -c1-300 | sed 's/^/  /'
+    } >>"$failures"
+  fi
+  cat "$out" >>"$log"
+  rm -f "$out"
+}
 if (( compat )); then
-  for suite in scripts/compat/*/run.sh; do
-    echo "== $suite"
-    "$suite" 2>&1 | tee -a "$log" || status=1
-  done
+  for suite in scripts/compat/*/run.sh; do run_suite "$suite"; done
 fi
 if (( faults )); then
-  echo "== scripts/faults/run.sh"
-  scripts/faults/run.sh 2>&1 | tee -a "$log" || status=1
+  run_suite scripts/faults/run.sh
+fi
+if (( cargo_tests )) && grep -q -E '^test .* FAILED$' "$log"; then
+  { echo "cargo test:"; grep -E '^test .* FAILED$' "$log" | head -n 15 | sed 's/^/  /'; } >>"$failures"
+fi
+if [[ -s "$failures" ]]; then
+  echo "== what failed"
+  cat "$failures"
 fi
 
 # One closing line for the whole run: cargo's "test result:" lines and each suite's last line

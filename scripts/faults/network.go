@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 type network struct {
@@ -42,6 +45,7 @@ func newNetwork(servers int) (*network, error) {
 			return nil, fmt.Errorf("%s not found: the fault suite needs iproute2 and iptables (apt-get install iproute2 iptables) and root", tool)
 		}
 	}
+	removeStale()
 	pid := os.Getpid()
 	subnet, err := freeSubnet(pid)
 	if err != nil {
@@ -89,6 +93,68 @@ func (n *network) build(servers int) error {
 		}
 	}
 	return nil
+}
+
+// staleTag matches the namespaces and bridges of a run ("wf<hex pid>n<i>", "wf<hex pid>b").
+var staleTag = regexp.MustCompile(`^wf([0-9a-f]+)(n[0-9]+|b)$`)
+
+// removeStale removes what earlier runs that were killed (SIGKILL, a CI timeout) left behind:
+// their namespaces, with the servers still running inside them (killed by PID, as `ip netns
+// pids` lists them), and their bridges. Only those of runs whose process is gone: a run going
+// on at the same time keeps its own.
+func removeStale() {
+	gone := func(hexPid string) bool {
+		pid, err := strconv.ParseInt(hexPid, 16, 64)
+		if err != nil || int(pid) == os.Getpid() {
+			return false
+		}
+		_, err = os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(err)
+	}
+	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) == 0 {
+				continue
+			}
+			ns := fields[0]
+			m := staleTag.FindStringSubmatch(ns)
+			if m == nil || m[2] == "b" || !gone(m[1]) {
+				continue
+			}
+			if pids, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+				for _, p := range strings.Fields(string(pids)) {
+					if pid, err := strconv.Atoi(p); err == nil {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			if err := command("ip", "netns", "del", ns); err != nil {
+				fmt.Fprintf(os.Stderr, "faults: stale namespace: %v\n", err)
+			} else {
+				fmt.Printf("faults: removed namespace %s of an earlier run that was killed\n", ns)
+			}
+		}
+	}
+	if out, err := exec.Command("ip", "-o", "link", "show", "type", "bridge").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			// "12: wf1a2bb: <BROADCAST,...> ..."
+			fields := strings.Fields(line)
+			if len(fields) < 2 {
+				continue
+			}
+			name := strings.TrimSuffix(fields[1], ":")
+			m := staleTag.FindStringSubmatch(name)
+			if m == nil || m[2] != "b" || !gone(m[1]) {
+				continue
+			}
+			if err := command("ip", "link", "del", name); err != nil {
+				fmt.Fprintf(os.Stderr, "faults: stale bridge: %v\n", err)
+			} else {
+				fmt.Printf("faults: removed bridge %s of an earlier run that was killed\n", name)
+			}
+		}
+	}
 }
 
 // freeSubnet picks a 10.213.x.0/24 that no interface of the root namespace uses (another run

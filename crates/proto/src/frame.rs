@@ -61,8 +61,8 @@ pub fn encode_frame(payload: &[u8]) -> Vec<u8> {
 /// length, would be a frame of over a gigabyte).
 pub const FOUR_LETTER_WORDS: &[&str] = &[
     "ruok", "conf", "cons", "crst", "srvr", "stat", "srst", "wchs", "wchc", "wchp", "dirs", "mntr",
-    "isro", "envi", "dump", "gtmk", "stmk", "hash", // ClickHouse Keeper's leadership words:
-    "rqld", "ydld",
+    "isro", "envi", "dump", "gtmk", "stmk", "hash", // ClickHouse Keeper's and RaftKeeper's:
+    "rqld", "ydld", "apiv", "csnp", "lgif", "ftfl", "uptm",
 ];
 
 /// The four-letter word spelled by the first four bytes of a connection, if any.

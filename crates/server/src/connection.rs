@@ -282,8 +282,28 @@ impl Session {
             while self.ctx.replica().outstanding(self.connection) >= outstanding_max {
                 progress.notified().await;
             }
+            self.server_outstanding_below_max().await;
             let payload = reader.next().await?;
             self.request(&payload, progress).await?;
+        }
+    }
+
+    /// Waits while the server as a whole has `limits.outstanding_requests_max` requests
+    /// unanswered (`replica::Outstanding`).
+    async fn server_outstanding_below_max(&self) {
+        loop {
+            let (full, below_max) = self.ctx.replica().outstanding_full();
+            if !full {
+                return;
+            }
+            let notified = below_max.notified();
+            tokio::pin!(notified);
+            // Registered before the second look, so a wake-up in between is not missed.
+            notified.as_mut().enable();
+            if !self.ctx.replica().outstanding_full().0 {
+                return;
+            }
+            notified.await;
         }
     }
 

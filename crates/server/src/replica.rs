@@ -117,7 +117,54 @@ pub struct Replica {
     pub stats: Arc<ServerStats>,
     /// zoo.cfg and its dynamic file, rewritten when a newer membership is applied.
     zoo_cfg: Option<DynamicConfigFiles>,
+    outstanding: Outstanding,
+    /// Watches one session may hold (`limits.watches_per_session_max`).
+    watches_per_session_max: usize,
 }
+
+/// Requests received on this server and not answered yet, over every connection: writes in
+/// flight and the local requests waiting behind them (`Client::outstanding`). At the bound
+/// (`limits.outstanding_requests_max`, ZooKeeper's globalOutstandingLimit) no connection reads
+/// another request until some are answered, as ZooKeeper stops reading from its sockets.
+struct Outstanding {
+    total: usize,
+    max: usize,
+    /// Woken when the total falls below `max` again.
+    below_max: Arc<Notify>,
+    /// When the bound was last reported in the log (at most once a minute).
+    reported: Option<Instant>,
+}
+
+impl Outstanding {
+    fn up(&mut self, n: usize) {
+        self.total += n;
+        if self.total >= self.max && self.total - n < self.max {
+            let now = Instant::now();
+            if self
+                .reported
+                .is_none_or(|at| now - at >= OUTSTANDING_REPORT_INTERVAL)
+            {
+                self.reported = Some(now);
+                tracing::warn!(
+                    outstanding = self.total,
+                    "limits.outstanding_requests_max reached: no client's next request is read \
+                     until some are answered"
+                );
+            }
+        }
+    }
+
+    fn down(&mut self, n: usize) {
+        let before = self.total;
+        self.total = self.total.saturating_sub(n);
+        if before >= self.max && self.total < self.max {
+            self.below_max.notify_waiters();
+        }
+    }
+}
+
+/// How often the outstanding bound may be reported in the log.
+const OUTSTANDING_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Milliseconds since the Unix epoch: the time the leader stamps into a transaction.
 pub fn now_ms() -> i64 {
@@ -142,7 +189,35 @@ impl Replica {
             sessions: SessionTracker::default(),
             stats: Arc::new(ServerStats::default()),
             zoo_cfg: None,
+            outstanding: Outstanding {
+                total: 0,
+                max: usize::MAX,
+                below_max: Arc::new(Notify::new()),
+                reported: None,
+            },
+            watches_per_session_max: usize::MAX,
         }
+    }
+
+    /// Enforces the server-wide outstanding bound and the watches a session may hold
+    /// (without this, neither is bounded).
+    pub fn limit(&mut self, limits: &crate::config::Limits) {
+        self.outstanding.max = limits.outstanding_requests_max as usize;
+        self.watches_per_session_max = limits.watches_per_session_max as usize;
+    }
+
+    /// Whether the server-wide outstanding bound is reached, and what wakes its waiters when
+    /// it is not any more.
+    pub fn outstanding_full(&self) -> (bool, Arc<Notify>) {
+        (
+            self.outstanding.total >= self.outstanding.max,
+            self.outstanding.below_max.clone(),
+        )
+    }
+
+    /// Requests received on this server and not answered yet.
+    pub fn outstanding_total(&self) -> usize {
+        self.outstanding.total
     }
 
     /// From now on, every newer membership applied (or installed with a snapshot) is written
@@ -308,6 +383,7 @@ impl Replica {
         let Some(client) = self.clients.remove(&connection) else {
             return;
         };
+        self.outstanding.down(client.outstanding());
         if client.session_id != 0 && self.attached.get(&client.session_id) == Some(&connection) {
             self.attached.remove(&client.session_id);
             self.watches.remove_session(client.session_id);
@@ -480,6 +556,7 @@ impl Replica {
         }
         client.writes_leader = Some(leader);
         client.writes_sent += 1;
+        self.outstanding.up(1);
         client.write_times.push_back(received);
         client.stats.received();
         self.stats.received();
@@ -503,6 +580,7 @@ impl Replica {
                 after_writes: client.writes_sent,
                 local,
             });
+            self.outstanding.up(1);
         }
     }
 
@@ -517,10 +595,65 @@ impl Replica {
                 _ => return,
             }
             let deferred = client.deferred.pop_front().expect("front exists");
+            self.outstanding.down(1);
             let session_id = client.session_id;
             let out = client.out.clone();
             self.execute(connection, session_id, &out, deferred.local);
         }
+    }
+
+    /// Whether `session_id` may add the watches `wanted` (those it holds already are not
+    /// new) within `limits.watches_per_session_max`. A read that would go over is refused as
+    /// a whole with BadArguments (ZooKeeper has no such bound, so no error of its own for it),
+    /// and the log says why.
+    fn may_watch(&self, session_id: i64, wanted: &[(&str, WatchKind)]) -> bool {
+        let new = wanted
+            .iter()
+            .filter(|(path, kind)| !self.watches.has(session_id, path, *kind))
+            .count();
+        let held = self.watches.count_of(session_id);
+        if new == 0 || held + new <= self.watches_per_session_max {
+            return true;
+        }
+        tracing::info!(
+            session = format_args!("{session_id:#x}"),
+            held,
+            limit = self.watches_per_session_max,
+            "request refused (BadArguments): it would set more watches than \
+             limits.watches_per_session_max"
+        );
+        false
+    }
+
+    /// Whether a SetWatches request fits within `limits.watches_per_session_max`, counting
+    /// every watch it names (logs when not).
+    fn may_set_watches(&self, session_id: i64, request: &Request) -> bool {
+        let named = match request {
+            Request::SetWatches(r) => {
+                r.data_watches.len() + r.exist_watches.len() + r.child_watches.len()
+            }
+            Request::SetWatches2(r) => {
+                r.data_watches.len()
+                    + r.exist_watches.len()
+                    + r.child_watches.len()
+                    + r.persistent_watches.len()
+                    + r.persistent_recursive_watches.len()
+            }
+            _ => 0,
+        };
+        let held = self.watches.count_of(session_id);
+        if held + named <= self.watches_per_session_max {
+            return true;
+        }
+        tracing::warn!(
+            session = format_args!("{session_id:#x}"),
+            named,
+            held,
+            limit = self.watches_per_session_max,
+            "closing a connection whose SetWatches names more watches than \
+             limits.watches_per_session_max"
+        );
+        false
     }
 
     fn execute(
@@ -540,6 +673,15 @@ impl Replica {
                     path: r.path.clone(),
                 },
             ),
+            Request::SetWatches(_) | Request::SetWatches2(_)
+                if !self.may_set_watches(session_id, &local.request) =>
+            {
+                // The watches cannot all be set, and a client takes SetWatches' answer for
+                // done whatever it says: the connection is closed rather than leave the
+                // client believing in watches that are not there (`may_set_watches` logs).
+                out.close();
+                return;
+            }
             Request::SetWatches(r) => {
                 let missed = self.watches.set_watches(
                     self.state.tree(),
@@ -576,8 +718,12 @@ impl Replica {
                 };
                 match kind {
                     Some(kind) if warden_state::path::validate(&r.path).is_ok() => {
-                        self.watches.add(session_id, &r.path, kind);
-                        (ErrorCode::OK, Response::Code(ErrorCode::OK))
+                        if self.may_watch(session_id, &[(r.path.as_str(), kind)]) {
+                            self.watches.add(session_id, &r.path, kind);
+                            (ErrorCode::OK, Response::Code(ErrorCode::OK))
+                        } else {
+                            (ErrorCode::BAD_ARGUMENTS, Response::Empty)
+                        }
                     }
                     _ => (ErrorCode::BAD_ARGUMENTS, Response::Empty),
                 }
@@ -604,13 +750,22 @@ impl Replica {
             ),
             read => {
                 let outcome = self.state.read(session_id, &local.auth, read);
-                if outcome.err == ErrorCode::OK {
-                    self.stats.reads_per_namespace.read(read, &outcome.body);
+                let wanted: Vec<(&str, WatchKind)> = outcome
+                    .watches
+                    .iter()
+                    .map(|w| (w.path.as_str(), w.kind))
+                    .collect();
+                if self.may_watch(session_id, &wanted) {
+                    for w in &outcome.watches {
+                        self.watches.add(session_id, &w.path, w.kind);
+                    }
+                    if outcome.err == ErrorCode::OK {
+                        self.stats.reads_per_namespace.read(read, &outcome.body);
+                    }
+                    (outcome.err, outcome.body)
+                } else {
+                    (ErrorCode::BAD_ARGUMENTS, Response::Empty)
                 }
-                for w in outcome.watches {
-                    self.watches.add(session_id, &w.path, w.kind);
-                }
-                (outcome.err, outcome.body)
             }
         };
         let reply = reply_frame(local.xid, zxid, err, &body);
@@ -724,6 +879,8 @@ impl Replica {
                     applied = seq,
                     "a write of this connection was lost; closing it"
                 );
+                self.outstanding
+                    .down((client.writes_sent - client.writes_applied) as usize);
                 client.writes_applied = client.writes_sent;
                 client.handshake = None;
                 client.out.close();
@@ -731,6 +888,7 @@ impl Replica {
             return false;
         }
         client.writes_applied += 1;
+        self.outstanding.down(1);
         if client.writes_applied == client.writes_sent {
             client.writes_leader = None;
         }
@@ -991,5 +1149,137 @@ mod tests {
             1,
             "the tracker follows the new session table"
         );
+    }
+
+    /// The error code of a reply frame (the header: xid, zxid, err).
+    fn reply_err(out: Option<Out>) -> i32 {
+        let Some(Out::Frame(frame)) = out else {
+            panic!("a reply, not {out:?}")
+        };
+        i32::from_be_bytes(frame[12..16].try_into().unwrap())
+    }
+
+    fn get_data(path: &str) -> Local {
+        Local {
+            xid: 9,
+            request: Request::GetData(warden_proto::request::PathWatchRequest {
+                path: path.into(),
+                watch: true,
+            }),
+            auth: Arc::from(vec![]),
+            received: Instant::now(),
+            refused: None,
+        }
+    }
+
+    fn sum_outstanding(r: &Replica) -> usize {
+        r.clients().map(Client::outstanding).sum()
+    }
+
+    #[test]
+    fn the_server_wide_outstanding_count_follows_every_connection() {
+        let mut r = replica();
+        let mut qa = connect(&mut r, 1);
+        let mut qb = connect(&mut r, 2);
+        let a = session(&mut r, 1, &mut qa);
+        let _b = session(&mut r, 2, &mut qb);
+        assert_eq!(r.outstanding_total(), 0);
+        let first = r.write_sent(1, Instant::now(), NODE).unwrap();
+        let second = r.write_sent(1, Instant::now(), NODE).unwrap();
+        r.local(1, get_data("/")); // waits behind the writes
+        let on_b = r.write_sent(2, Instant::now(), NODE).unwrap();
+        assert_eq!(r.outstanding_total(), 4);
+        assert_eq!(r.outstanding_total(), sum_outstanding(&r));
+        r.apply(&create(a, "/one", origin(1, first, 1)), Instant::now());
+        assert_eq!(r.outstanding_total(), 3);
+        r.apply(&create(a, "/two", origin(1, second, 2)), Instant::now());
+        assert_eq!(
+            r.outstanding_total(),
+            1,
+            "the read behind them answered too"
+        );
+        assert_eq!(r.outstanding_total(), sum_outstanding(&r));
+        // A connection that goes with a write in flight takes it off the count.
+        r.disconnect(2);
+        assert_eq!(r.outstanding_total(), 0);
+        assert!(on_b > 0);
+    }
+
+    #[tokio::test]
+    async fn the_server_wide_bound_holds_reading_until_a_request_is_answered() {
+        let mut r = replica();
+        r.limit(&crate::config::Limits {
+            outstanding_requests_max: 2,
+            ..crate::config::Limits::default()
+        });
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        let first = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        assert!(!r.outstanding_full().0);
+        r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        let (full, below_max) = r.outstanding_full();
+        assert!(full, "two unanswered requests reach the bound");
+        let woken = below_max.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        r.apply(
+            &create(id, "/one", origin(CONNECTION, first, 1)),
+            Instant::now(),
+        );
+        assert!(!r.outstanding_full().0);
+        tokio::time::timeout(Duration::from_secs(1), woken)
+            .await
+            .expect("the waiting connections are woken");
+    }
+
+    #[test]
+    fn a_session_sets_no_more_watches_than_its_bound() {
+        let mut r = replica();
+        r.limit(&crate::config::Limits {
+            watches_per_session_max: 2,
+            ..crate::config::Limits::default()
+        });
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        r.local(CONNECTION, get_data("/"));
+        assert_eq!(reply_err(q.try_recv()), 0);
+        r.local(CONNECTION, get_data("/zookeeper"));
+        assert_eq!(reply_err(q.try_recv()), 0);
+        // The same watch again is no new one.
+        r.local(CONNECTION, get_data("/"));
+        assert_eq!(reply_err(q.try_recv()), 0);
+        r.local(CONNECTION, get_data("/zookeeper/config"));
+        assert_eq!(
+            reply_err(q.try_recv()),
+            ErrorCode::BAD_ARGUMENTS.0,
+            "a third watch is refused"
+        );
+        assert_eq!(r.watches().count_of(id), 2);
+        r.local(
+            CONNECTION,
+            Local {
+                request: Request::AddWatch(warden_proto::request::AddWatchRequest {
+                    path: "/x".into(),
+                    mode: add_watch_mode::PERSISTENT,
+                }),
+                ..get_data("/")
+            },
+        );
+        assert_eq!(reply_err(q.try_recv()), ErrorCode::BAD_ARGUMENTS.0);
+        // SetWatches cannot be refused in its answer: the connection closes.
+        r.local(
+            CONNECTION,
+            Local {
+                request: Request::SetWatches(warden_proto::request::SetWatchesRequest {
+                    relative_zxid: 0,
+                    data_watches: vec!["/a".into()],
+                    exist_watches: Vec::new(),
+                    child_watches: Vec::new(),
+                }),
+                ..get_data("/")
+            },
+        );
+        assert!(matches!(q.try_recv(), Some(Out::Close)));
+        assert_eq!(r.watches().count_of(id), 2);
     }
 }

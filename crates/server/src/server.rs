@@ -234,11 +234,9 @@ impl Server {
         });
         let mut incarnation = [0u8; 8];
         getrandom::fill(&mut incarnation).expect("the OS gives random bytes");
-        let replica = Arc::new(Mutex::new(Replica::new(
-            node_id,
-            u64::from_le_bytes(incarnation),
-            state,
-        )));
+        let mut replica = Replica::new(node_id, u64::from_le_bytes(incarnation), state);
+        replica.limit(&config.limits);
+        let replica = Arc::new(Mutex::new(replica));
         // Before the log is replayed, so that the membership it ends with is written if the
         // files lag (a crash between a commit and the write).
         let fresh = consensus::stored_cluster_id(&config.data_dir).is_none();

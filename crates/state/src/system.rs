@@ -31,6 +31,42 @@ pub enum Feature {
     GetChildrenRecursive = 11,
 }
 
+impl Feature {
+    /// Every flag ClickHouse defines, in its order.
+    pub const ALL: [Feature; 12] = [
+        Feature::FilteredList,
+        Feature::MultiRead,
+        Feature::CheckNotExists,
+        Feature::CreateIfNotExists,
+        Feature::RemoveRecursive,
+        Feature::MultiWatches,
+        Feature::CheckStat,
+        Feature::PersistentWatches,
+        Feature::CreateWithStats,
+        Feature::TryRemove,
+        Feature::ListWithStatAndData,
+        Feature::GetChildrenRecursive,
+    ];
+
+    /// ClickHouse's name for the flag, lower-cased as its `ftfl` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::FilteredList => "filtered_list",
+            Feature::MultiRead => "multi_read",
+            Feature::CheckNotExists => "check_not_exists",
+            Feature::CreateIfNotExists => "create_if_not_exists",
+            Feature::RemoveRecursive => "remove_recursive",
+            Feature::MultiWatches => "multi_watches",
+            Feature::CheckStat => "check_stat",
+            Feature::PersistentWatches => "persistent_watches",
+            Feature::CreateWithStats => "create_with_stats",
+            Feature::TryRemove => "try_remove",
+            Feature::ListWithStatAndData => "list_with_stat_and_data",
+            Feature::GetChildrenRecursive => "get_children_recursive",
+        }
+    }
+}
+
 /// The extensions Warden advertises (MULTI_WATCHES only matters with MULTI_READ). MULTI_READ
 /// is left out on purpose: with it ClickHouse
 /// expects a failed multiRead operation to keep its own op type without a body, while

@@ -106,7 +106,13 @@ impl WatchRegistry {
         true
     }
 
-    fn has(&self, session_id: i64, path: &str, kind: WatchKind) -> bool {
+    /// Number of watches `session_id` holds, of every kind.
+    pub fn count_of(&self, session_id: i64) -> usize {
+        self.by_session.get(&session_id).map_or(0, BTreeSet::len)
+    }
+
+    /// Whether `session_id` holds a watch of `kind` on `path`.
+    pub fn has(&self, session_id: i64, path: &str, kind: WatchKind) -> bool {
         self.by_path[kind_index(kind)]
             .get(path)
             .is_some_and(|s| s.contains(&session_id))

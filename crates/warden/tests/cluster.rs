@@ -459,6 +459,52 @@ fn session_resumes_on_another_server() {
     });
 }
 
+/// The shortest session ZooKeeper allows (2 ticks) outlives a kill -9 of the leader: the
+/// followers elect a new one and the client gets back in well before the session times out.
+#[test]
+fn shortest_session_survives_a_leader_kill9() {
+    run(
+        "shortest_session_survives_a_leader_kill9",
+        |system| async move {
+            let timeout = 2 * TICK;
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            let follower = cluster.followers_of(leader)[0];
+            let client = connect_with(
+                zk::Client::connector().with_session_timeout(timeout),
+                &cluster.member_connect_string(follower),
+            )
+            .await;
+            assert_eq!(client.session_timeout(), timeout);
+            client.create("/short", b"", &ephemeral()).await.unwrap();
+            let owner = client.session_id().0;
+
+            let killed_at = Instant::now();
+            cluster.kill9(leader);
+            let written = create_within(&client, "/short-after", RECOVERY_MAX).await;
+            eprintln!(
+                "{system:?}: kill -9 of the leader to a write of a {timeout:?} session: {written:?}"
+            );
+            // The server keeps such a session (a new leader gives every session a fresh
+            // timeout), but a client gives it up after being cut off for its timeout (Curator
+            // injects an expiry when SUSPENDED that long): the failover must end well before.
+            assert!(
+                written < timeout,
+                "the client was cut off for {written:?}, its whole session timeout"
+            );
+            // Past the session's timeout: had it expired meanwhile, it would be gone by now.
+            tokio::time::sleep((timeout + TICK).saturating_sub(killed_at.elapsed())).await;
+            let stat = client.check_stat("/short").await.unwrap();
+            assert_eq!(
+                stat.map(|s| s.ephemeral_owner),
+                Some(owner),
+                "the session's ephemeral outlives the failover"
+            );
+            assert_eq!(client.session_id().0, owner);
+        },
+    );
+}
+
 #[test]
 fn session_expires_while_its_server_is_down() {
     run(
@@ -634,6 +680,59 @@ fn config_version(config: &str) -> i64 {
         .find_map(|l| l.strip_prefix("version="))
         .unwrap_or_else(|| panic!("no version line in {config:?}"));
     i64::from_str_radix(hex, 16).unwrap()
+}
+
+/// A reconfig that removes the leader: the remaining members carry on under a new leader (in
+/// ZooKeeper the leader hands over to a designated successor), and the writes go on.
+#[test]
+fn reconfig_removing_the_leader_leaves_a_leader() {
+    run(
+        "reconfig_removing_the_leader_leaves_a_leader",
+        |system| async move {
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, "reconfigEnabled=true"));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let others = cluster.followers_of(leader);
+            let through_others: Vec<String> = others
+                .iter()
+                .map(|&i| cluster.member_connect_string(i))
+                .collect();
+            let admin = connect(&through_others.join(",")).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            let id = (leader + 1).to_string();
+            let started = Instant::now();
+            match reconfig(&admin, &[], &[&id], None).await {
+                Ok(config) => assert!(!config.contains(&format!("server.{id}=")), "{config}"),
+                // ZooKeeper's followers drop their clients when the leader changes: the answer
+                // may be lost (the outcome is checked below).
+                Err(zk::Error::ConnectionLoss) => {}
+                Err(e) => panic!("reconfig removing the leader: {e}"),
+            }
+            // Writes one after another until a leader among the others has been seen for a
+            // while: the longest wait for one is the gap the change left.
+            let mut longest = Duration::ZERO;
+            let mut settled: Option<Instant> = None;
+            let mut n = 0;
+            while settled.is_none_or(|at| at.elapsed() < 2 * TICK) {
+                let wrote = create_within(&admin, &format!("/after{n}"), RECOVERY_MAX).await;
+                longest = longest.max(wrote);
+                n += 1;
+                if settled.is_none()
+                    && blocking(|| cluster.leader()).is_some_and(|l| others.contains(&l))
+                {
+                    settled = Some(Instant::now());
+                }
+            }
+            eprintln!(
+                "{system:?}: reconfig removing the leader: {n} writes after it, the longest \
+                 {longest:?}; a new leader {:?} after the reconfig began",
+                settled.map(|at| at - started)
+            );
+            admin.sync("/zookeeper/config").await.unwrap();
+            let (config, _) = admin.get_config().await.unwrap();
+            let config = String::from_utf8(config).unwrap();
+            assert!(!config.contains(&format!("server.{id}=")), "{config}");
+        },
+    );
 }
 
 #[test]

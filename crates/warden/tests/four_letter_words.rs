@@ -101,6 +101,78 @@ async fn every_word_answers_in_zookeepers_format() {
     assert_eq!(warden.four_letter("srst"), "Server stats reset.\n");
 }
 
+/// ClickHouse Keeper's and RaftKeeper's words, in their text formats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_keeper_words_answer_in_its_format() {
+    let warden = Warden::start("");
+    let zk = client(&warden).await;
+    for i in 0..20 {
+        zk.create(&format!("/n{i}"), b"x", &persistent())
+            .await
+            .unwrap();
+    }
+
+    assert_eq!(warden.four_letter("apiv"), "1", "as /keeper/api_version");
+    let ftfl = warden.four_letter("ftfl");
+    let flags: Vec<(&str, &str)> = ftfl
+        .lines()
+        .map(|l| l.split_once('\t').expect("name<TAB>0|1"))
+        .collect();
+    assert_eq!(flags.len(), 12, "{ftfl}");
+    assert!(flags.contains(&("filtered_list", "1")), "{ftfl}");
+    assert!(flags.contains(&("multi_read", "0")), "{ftfl}");
+
+    let lgif = |warden: &Warden| -> Vec<(String, u64)> {
+        warden
+            .four_letter("lgif")
+            .lines()
+            .map(|l| {
+                let (k, v) = l.split_once('\t').expect("key<TAB>value");
+                (k.to_owned(), v.parse().expect("a number"))
+            })
+            .collect()
+    };
+    let info = lgif(&warden);
+    let keys: Vec<&str> = info.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "first_log_idx",
+            "first_log_term",
+            "last_log_idx",
+            "last_log_term",
+            "last_committed_log_idx",
+            "leader_committed_log_idx",
+            "target_committed_log_idx",
+            "last_snapshot_idx"
+        ]
+    );
+    let get = |info: &[(String, u64)], key: &str| info.iter().find(|(k, _)| k == key).unwrap().1;
+    let last = get(&info, "last_log_idx");
+    assert!(
+        last >= 20,
+        "20 creates and a session are in the log: {info:?}"
+    );
+    assert_eq!(get(&info, "last_committed_log_idx"), last, "{info:?}");
+    assert!(get(&info, "last_log_term") >= 1);
+
+    // csnp answers the committed index the snapshot will cover; lgif then shows it.
+    let csnp: u64 = warden.four_letter("csnp").parse().expect("an index");
+    assert!(csnp >= last, "{csnp} < {last}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while get(&lgif(&warden), "last_snapshot_idx") < csnp {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot at {csnp}: {:?}",
+            lgif(&warden)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let uptm: u64 = warden.four_letter("uptm").parse().expect("seconds");
+    assert!(uptm < 600);
+}
+
 #[test]
 fn words_outside_the_whitelist_are_refused() {
     let warden = Warden::start("4lw.commands.whitelist=ruok\n");

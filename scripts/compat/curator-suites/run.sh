@@ -100,21 +100,12 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-command -v mvn >/dev/null || { echo "run.sh: mvn not found (Maven 3.8+ and Java 17 are needed)" >&2; exit 1; }
-command -v java >/dev/null || { echo "run.sh: java not found (Java 17 is needed)" >&2; exit 1; }
+# shellcheck source=../maven.sh
+source "$REPO/scripts/compat/maven.sh"
 
-MVN=(mvn -B -q -Dstyle.color=never "-Dmaven.repo.local=$M2" "-Dcompat.buildDirectory=$BUILD" -f "$HERE/pom.xml")
-strip_ansi() { sed -u 's/\x1b\[[0-9;]*m//g'; }
-
-# 1. Install (as the curator suite): compile and resolve everything `mvn test` needs, surefire's
-#    JUnit platform provider included, by running the test phase with no test selected. Then
-#    the server under test itself (Warden built if missing, ZooKeeper installed), so that no
-#    test pays for it.
-echo "== installing Maven dependencies into $M2"
-mkdir -p "$M2"
-timeout --kill-after=30 "${CURATOR_INSTALL_TIMEOUT:-1200}" "${MVN[@]}" test-compile \
-  org.apache.maven.plugins:maven-surefire-plugin:3.5.2:test \
-  -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false 2>&1 | strip_ansi
+# 1. Install (as the curator suite), then the server under test itself (Warden built if
+#    missing, ZooKeeper installed), so that no test pays for it.
+maven_install
 case "$COMPAT_SERVER" in
   warden) WARDEN_BIN="$(compat_warden_bin)"; export WARDEN_BIN ;;
   zookeeper) "$REPO/scripts/zookeeper/install.sh" >/dev/null ;;

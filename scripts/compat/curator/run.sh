@@ -97,20 +97,11 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-command -v mvn >/dev/null || { echo "run.sh: mvn not found (Maven 3.8+ and Java 17 are needed)" >&2; exit 1; }
-command -v java >/dev/null || { echo "run.sh: java not found (Java 17 is needed)" >&2; exit 1; }
+# shellcheck source=../maven.sh
+source "$REPO/scripts/compat/maven.sh"
 
-MVN=(mvn -B -q -Dstyle.color=never "-Dmaven.repo.local=$M2" "-Dcompat.buildDirectory=$BUILD" -f "$HERE/pom.xml")
-# Maven 3.8 prints stray ANSI resets even in batch mode; drop them (pipefail keeps mvn's status).
-strip_ansi() { sed -u 's/\x1b\[[0-9;]*m//g'; }
-
-# 1. Install: compile and resolve everything `mvn test` needs, including surefire's JUnit
-#    platform provider, by running the test phase with no test selected.
-echo "== installing Maven dependencies into $M2"
-mkdir -p "$M2"
-timeout --kill-after=30 "${CURATOR_INSTALL_TIMEOUT:-1200}" "${MVN[@]}" test-compile \
-  org.apache.maven.plugins:maven-surefire-plugin:3.5.2:test \
-  -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false 2>&1 | strip_ansi
+# 1. Install.
+maven_install
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 TAKEN=" "

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
+use warden_state::system::{self, Feature};
+
 use super::facts::{self, Metric, last_response_ms, millis_since_epoch, op_name};
 use super::{ZOOKEEPER_VERSION, commands};
 use crate::replica::Replica;
@@ -24,7 +26,7 @@ pub async fn answer(
 ) {
     let text = if ctx.config.four_letter_word_enabled(word) {
         tracing::debug!(%peer, word, "four-letter word");
-        render(ctx, word)
+        render(ctx, word).await
     } else {
         tracing::info!(%peer, word, "four-letter word refused: not in 4lw.commands.whitelist");
         format!("{word} is not executed because it is not in the whitelist.\n")
@@ -37,8 +39,11 @@ pub async fn answer(
 /// ZooKeeper's answer to most words while the server has no quorum.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
-fn render(ctx: &Context, word: &str) -> String {
-    let needs_quorum = !matches!(word, "ruok" | "conf" | "envi" | "dirs" | "isro" | "rqld");
+async fn render(ctx: &Context, word: &str) -> String {
+    let needs_quorum = !matches!(
+        word,
+        "ruok" | "conf" | "envi" | "dirs" | "isro" | "rqld" | "apiv" | "ftfl" | "uptm" | "lgif"
+    );
     if needs_quorum && !facts::answering(ctx) {
         return NOT_SERVING.to_owned();
     }
@@ -95,6 +100,39 @@ fn render(ctx: &Context, word: &str) -> String {
             tokio::spawn(async move { consensus.hand_over_leadership().await });
             "Sent yield leadership request to leader.".to_owned()
         }
+        // ClickHouse Keeper's: the API version and feature flags it reads from /keeper, a
+        // snapshot now, the Raft log's positions.
+        "apiv" => String::from_utf8_lossy(system::API_VERSION_VALUE).into_owned(),
+        "ftfl" => {
+            let mut out = String::new();
+            for feature in Feature::ALL {
+                let on = system::FEATURES.contains(&feature);
+                let _ = writeln!(out, "{}\t{}", feature.name(), u8::from(on));
+            }
+            out
+        }
+        "csnp" => match ctx.consensus.snapshot_now().await {
+            Some(index) => index.to_string(),
+            None => "Failed to schedule snapshot creation task.".to_owned(),
+        },
+        "lgif" => {
+            let l = ctx.consensus.log_info().await;
+            format!(
+                "first_log_idx\t{}\nfirst_log_term\t{}\nlast_log_idx\t{}\nlast_log_term\t{}\n\
+                 last_committed_log_idx\t{}\nleader_committed_log_idx\t{}\n\
+                 target_committed_log_idx\t{}\nlast_snapshot_idx\t{}\n",
+                l.first_index,
+                l.first_term,
+                l.last_index,
+                l.last_term,
+                l.committed_index,
+                l.cluster_committed_index,
+                l.cluster_committed_index,
+                l.snapshot_index,
+            )
+        }
+        // RaftKeeper's: seconds since the server started.
+        "uptm" => ctx.started.elapsed().as_secs().to_string(),
         // gtmk/stmk: the trace mask is a JVM logging facility with nothing behind it here.
         other => format!("{other} is not supported by Warden.\n"),
     }

@@ -8,6 +8,7 @@
 //! - [`network`]: Raft messages to other members over the peer protocol.
 //! - [`rpc`]: Raft messages from other members, handed to openraft.
 
+mod failover;
 mod log_store;
 mod network;
 mod rejoin;
@@ -142,6 +143,22 @@ pub enum ReadIndexError {
     Lagging,
 }
 
+/// Where the log stands (`Consensus::log_info`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogInfo {
+    /// The first entry still in the log (those before are in a snapshot) and its term.
+    pub first_index: u64,
+    pub first_term: u64,
+    pub last_index: u64,
+    pub last_term: u64,
+    /// Committed as this server knows it (its log holds it, flushed).
+    pub committed_index: u64,
+    /// Committed by the cluster's quorum, as the leader last said: what this server applies
+    /// up to.
+    pub cluster_committed_index: u64,
+    pub snapshot_index: u64,
+}
+
 /// Why a membership change was not made.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MembershipError {
@@ -239,6 +256,9 @@ pub struct Consensus {
     liveness: Arc<Liveness>,
     /// How long a leader may go unheard before this server stops serving.
     leader_timeout: Duration,
+    /// openraft's heartbeat interval.
+    heartbeat: Duration,
+    failover: Arc<failover::Probe>,
     /// Read-index confirmations under way on this server (ZooKeeper's pending syncs).
     pending_read_indexes: Arc<AtomicU64>,
     committed: network::Committed,
@@ -307,6 +327,7 @@ impl Consensus {
         };
         let config = Arc::new(raft_config(&options)?);
         let leader_timeout = Duration::from_millis(config.election_timeout_max);
+        let heartbeat = Duration::from_millis(config.heartbeat_interval);
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
         let committed = network::Committed::default();
         let raft = Raft::new(
@@ -392,6 +413,8 @@ impl Consensus {
                 leader_lost: AtomicU64::new(0),
             }),
             leader_timeout,
+            heartbeat,
+            failover: Arc::default(),
             pending_read_indexes: Arc::default(),
             committed,
             recovery,
@@ -507,11 +530,13 @@ impl Consensus {
         self.committed.get()
     }
 
-    /// The leader could not be reached on the forward channel (the connection was refused or
-    /// broke): this server stops serving until it hears from a leader again.
+    /// A connection with the leader was refused or broke (the forward channel, or the Raft
+    /// channel it opened): this server stops serving until it hears from a leader again, and
+    /// calls an election at once if the leader's process is gone (`failover`).
     pub fn leader_unreachable(&self, leader: u64, refused: bool) {
         if self.leader() == Some(leader) && leader != self.identity.me {
             self.liveness.connection_lost(leader, refused);
+            self.leader_connection_broke(leader, refused);
         }
     }
 
@@ -657,6 +682,17 @@ impl Consensus {
                 .map_err(failed)?;
         }
         let new_voters: BTreeSet<u64> = members.iter().filter(|m| m.voter).map(|m| m.id).collect();
+        let me = self.identity.me;
+        if voters.contains(&me)
+            && !new_voters.contains(&me)
+            && self.is_leader()
+            && self.hand_over_to_one_of(&new_voters).await
+        {
+            // A leader that stops being a voter hands over first, as ZooKeeper's leader hands
+            // over to a designated successor, so that the cluster does not wait out an
+            // election; the new leader finishes the change (`membership::reconcile`).
+            return Ok(());
+        }
         if new_voters != voters {
             self.raft
                 .change_membership(ChangeMembers::ReplaceAllVoters(new_voters), true)
@@ -682,28 +718,35 @@ impl Consensus {
     /// Hands leadership to the most up-to-date other voter, if this server leads; used on
     /// SIGTERM so that a rolling restart does not wait out an election timeout.
     pub async fn hand_over_leadership(&self) {
-        let m = self.raft.metrics().borrow_watched().clone();
-        if m.current_leader != Some(self.identity.me) {
-            return;
+        let voters: BTreeSet<u64> = self.members().0;
+        if self.is_leader() && self.hand_over_to_one_of(&voters).await {
+            tracing::info!("leadership handed over before stopping");
         }
+    }
+
+    /// Transfers leadership to the most up-to-date member of `candidates` other than this
+    /// one, and waits (an election timeout at most) for it to take over. Returns whether this
+    /// server no longer leads.
+    async fn hand_over_to_one_of(&self, candidates: &BTreeSet<u64>) -> bool {
+        let m = self.raft.metrics().borrow_watched().clone();
         let Some(replication) = &m.replication else {
-            return;
+            return false;
         };
-        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
         let best = replication
             .iter()
-            .filter(|(id, _)| **id != self.identity.me && voters.contains(id))
+            .filter(|(id, _)| **id != self.identity.me && candidates.contains(id))
             .max_by_key(|(_, matched)| matched.as_ref().map(|l| l.index))
             .map(|(id, _)| *id);
-        if let Some(to) = best {
-            tracing::info!(to, "handing leadership over before stopping");
-            let _ = self.raft.trigger().transfer_leader(to).await;
-            let _ = self
-                .raft
-                .wait(Some(self.leader_timeout))
-                .metrics(|m| m.current_leader != Some(m.id), "leadership handed over")
-                .await;
-        }
+        let Some(to) = best else {
+            return false;
+        };
+        tracing::info!(to, "handing leadership over");
+        let _ = self.raft.trigger().transfer_leader(to).await;
+        self.raft
+            .wait(Some(self.leader_timeout))
+            .metrics(|m| m.current_leader != Some(m.id), "leadership handed over")
+            .await
+            .is_ok()
     }
 
     /// Stands for election now (ClickHouse Keeper's `rqld`). Voters grant it only if this
@@ -767,6 +810,45 @@ impl Consensus {
     /// How long appended log entries took to become durable.
     pub fn log_append_seconds(&self) -> prometheus_client::metrics::histogram::Histogram {
         self.log.append_seconds()
+    }
+
+    /// The log's bounds and commit points, for ClickHouse Keeper's `lgif`.
+    pub async fn log_info(&self) -> LogInfo {
+        use openraft::RaftLogReader as _;
+        let m = self.raft.data_metrics().borrow_watched().clone();
+        let first_index = m.purged.map_or(0, |p| p.index + 1);
+        let first_term = match m.last_log {
+            Some(last) if last.index >= first_index => self
+                .log
+                .clone()
+                .try_get_log_entries(first_index..=first_index)
+                .await
+                .ok()
+                .and_then(|entries| entries.first().map(|e| e.log_id.leader_id.term))
+                .unwrap_or(0),
+            _ => 0,
+        };
+        LogInfo {
+            first_index,
+            first_term,
+            last_index: m.last_log.map_or(0, |id| id.index),
+            last_term: m.last_log.map_or(0, |id| id.leader_id.term),
+            committed_index: m.local_committed.map_or(0, |id| id.index),
+            cluster_committed_index: m.cluster_committed.map_or(0, |id| id.index),
+            snapshot_index: m.snapshot.map_or(0, |id| id.index),
+        }
+    }
+
+    /// Asks for a snapshot now (ClickHouse Keeper's `csnp`); returns the committed index it
+    /// will cover at least, or None if consensus has stopped.
+    pub async fn snapshot_now(&self) -> Option<u64> {
+        let committed = self.log_info().await.committed_index;
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .ok()
+            .map(|()| committed)
     }
 
     /// The newest snapshot on disk: its zxid and when it was written.

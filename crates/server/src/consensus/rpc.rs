@@ -35,7 +35,7 @@ pub(super) async fn serve(
             Ok(frame) => frame,
             Err(e) => {
                 if matches!(e, WireError::Closed | WireError::Io(_)) {
-                    consensus.liveness.connection_lost(from, false);
+                    consensus.leader_unreachable(from, false);
                 }
                 return e;
             }

@@ -465,7 +465,7 @@ impl Cluster {
 
     /// Polls `condition` (given every member's mode) until it holds, a member dies or `timeout`
     /// passes (then panics with `what` and every member's mode).
-    fn wait_for_modes(
+    pub fn wait_for_modes(
         &mut self,
         what: &str,
         timeout: Duration,
