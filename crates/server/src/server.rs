@@ -527,7 +527,10 @@ async fn expire_sessions(ctx: Arc<Context>) {
 /// ContainerManager does, at most `deletes_per_minute_max` a minute.
 async fn clean_containers(ctx: Arc<Context>) {
     let c = &ctx.config.containers;
-    let mut tick = tokio::time::interval(Duration::from_millis(c.check_interval_ms.into()));
+    let period = Duration::from_millis(c.check_interval_ms.into());
+    // The first check one period after start, as ZooKeeper's ContainerManager schedules it: a
+    // server started on imported data must not change it at once.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut window_start = Instant::now();
     let mut deleted_in_window = 0u32;
