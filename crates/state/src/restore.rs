@@ -481,3 +481,114 @@ pub fn zookeeper_password(id: i64) -> Vec<u8> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn txn(zxid: i64, op: LoggedOp) -> LoggedTxn {
+        LoggedTxn {
+            session_id: 7,
+            zxid,
+            time_ms: 1000 + zxid,
+            op,
+        }
+    }
+
+    fn create(path: &str, parent_cversion: i32) -> LoggedOp {
+        create_owned(path, parent_cversion, 0)
+    }
+
+    fn create_owned(path: &str, parent_cversion: i32, ephemeral_owner: i64) -> LoggedOp {
+        LoggedOp::Create {
+            path: path.into(),
+            data: Some(b"d".to_vec()),
+            acl: Acl::open(),
+            ephemeral_owner,
+            parent_cversion,
+            fix_parent_if_exists: true,
+        }
+    }
+
+    #[test]
+    fn values_are_set_as_logged_not_recomputed() {
+        let mut r = Restore::empty(StateConfig::default());
+        assert_eq!(r.apply(&txn(1, create("/a", 1))), ErrorCode::OK);
+        let set = LoggedOp::SetData {
+            path: "/a".into(),
+            data: None,
+            version: 5,
+        };
+        assert_eq!(r.apply(&txn(2, set)), ErrorCode::OK);
+        let acl = LoggedOp::SetAcl {
+            path: "/a".into(),
+            acl: Acl::read_only(),
+            version: 3,
+        };
+        assert_eq!(r.apply(&txn(3, acl)), ErrorCode::OK);
+        let a = r.tree().get("/a").unwrap();
+        let s = a.stat();
+        assert_eq!((s.version, s.aversion, s.mzxid, s.mtime), (5, 3, 2, 1002));
+        assert_eq!(a.data(), None);
+        assert_eq!(r.zxid(), 3);
+    }
+
+    #[test]
+    fn a_fuzzy_snapshot_makes_replayed_changes_no_ops() {
+        // The snapshot already holds /a (created at zxid 2) when zxid 2 is replayed.
+        let mut r = Restore::empty(StateConfig::default());
+        r.apply(&txn(2, create("/a", 1)));
+        let before = r.tree().root().stat();
+        assert_eq!(r.apply(&txn(2, create("/a", 1))), ErrorCode::NODE_EXISTS);
+        assert_eq!(
+            r.tree().root().stat(),
+            before,
+            "cversion only moves forward"
+        );
+        // A re-creation by another session after the parent was saved moves the parent on.
+        assert_eq!(r.apply(&txn(4, create("/a", 3))), ErrorCode::NODE_EXISTS);
+        let root = r.tree().root().stat();
+        assert_eq!((root.cversion, root.pzxid), (3, 4));
+        let delete = LoggedOp::Delete { path: "/b".into() };
+        assert_eq!(r.apply(&txn(5, delete)), ErrorCode::NO_NODE);
+    }
+
+    #[test]
+    fn a_failed_multi_applies_nothing() {
+        let mut r = Restore::empty(StateConfig::default());
+        let digest = r.zookeeper_digest();
+        let multi = LoggedOp::Multi(vec![create("/a", 1), LoggedOp::Error { err: -101 }]);
+        assert_eq!(r.apply(&txn(1, multi)), ErrorCode::OK);
+        assert!(r.tree().get("/a").is_none());
+        assert_eq!(r.zookeeper_digest(), digest);
+    }
+
+    #[test]
+    fn closing_a_session_deletes_its_ephemerals() {
+        let mut r = Restore::empty(StateConfig::default());
+        r.apply(&txn(1, LoggedOp::CreateSession { timeout_ms: 5000 }));
+        r.apply(&txn(2, create_owned("/e", 1, 7)));
+        let digest_with = r.zookeeper_digest();
+        r.apply(&txn(3, LoggedOp::CloseSession { paths: Vec::new() }));
+        assert!(r.tree().get("/e").is_none());
+        assert_ne!(r.zookeeper_digest(), digest_with);
+        let (state, config_reset) = r.finish();
+        assert!(state.session(7).is_none());
+        assert!(!config_reset);
+    }
+
+    #[test]
+    fn the_old_ensembles_dynamic_config_is_emptied() {
+        let mut r = Restore::empty(StateConfig::default());
+        let reconfig = LoggedOp::SetData {
+            path: crate::system::CONFIG.into(),
+            data: Some(b"server.1=zk1:2888:3888:participant;2181\nversion=100000000".to_vec()),
+            version: -1,
+        };
+        r.apply(&txn(1, reconfig));
+        let (state, config_reset) = r.finish();
+        assert!(config_reset);
+        let node = state.tree().get(crate::system::CONFIG).unwrap();
+        assert_eq!(node.data(), Some(&b""[..]));
+    }
+}
