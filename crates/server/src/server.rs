@@ -379,7 +379,8 @@ pub enum SeedError {
 
 /// Makes a new data directory (and log directory) for `config` that starts from `state`: a
 /// server started on it, or every founding member of the cluster `config` names, serves
-/// `state` and goes on from its zxid. The directories must be missing or empty.
+/// `state` and goes on from its zxid. The directories must be missing or empty (but for a
+/// myid file).
 pub fn seed_data_dir(config: &Config, state: &State) -> Result<PathBuf, SeedError> {
     let log_dir = config.resolved_log_dir();
     for dir in [config.data_dir.as_path(), log_dir] {
@@ -388,7 +389,10 @@ pub fn seed_data_dir(config: &Config, state: &State) -> Result<PathBuf, SeedErro
             source,
         };
         match std::fs::read_dir(dir) {
-            Ok(mut entries) => {
+            Ok(entries) => {
+                // A cluster member's zoo.cfg wants its myid there first.
+                let mut entries =
+                    entries.filter(|e| e.as_ref().is_ok_and(|e| e.file_name() != "myid"));
                 if entries.next().is_some() {
                     return Err(SeedError::NotEmpty {
                         dir: dir.display().to_string(),

@@ -22,29 +22,20 @@ pub struct ImportArgs {
     #[arg(long, value_name = "DIR", requires = "data_dir")]
     data_log_dir: Option<PathBuf>,
     /// The new Warden data directory, for a one-node server with default settings.
-    #[arg(long, value_name = "DIR", required_unless_present = "config")]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["out_config", "out_zoo_cfg"])]
     out: Option<PathBuf>,
     /// The Warden configuration (TOML) the new data is for: its data_dir and log_dir are
     /// written, and a cluster's founding members are the servers it names.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["out", "out_zoo_cfg"])]
+    out_config: Option<PathBuf>,
+    /// The zoo.cfg (and myid) the new Warden server will run from, as --out-config.
     #[arg(long, value_name = "FILE", conflicts_with = "out")]
-    config: Option<PathBuf>,
+    out_zoo_cfg: Option<PathBuf>,
 }
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let source = source(&args)?;
-    let target = match (&args.config, &args.out) {
-        (Some(path), _) => {
-            let config =
-                Config::load_toml(path).with_context(|| format!("reading {}", path.display()))?;
-            config.validate()?;
-            config
-        }
-        (None, Some(out)) => Config {
-            data_dir: out.clone(),
-            ..Config::default()
-        },
-        (None, None) => bail!("say where the Warden data goes: --out DIR or --config FILE"),
-    };
+    let target = target(&args)?;
     let state_config = StateConfig {
         ttl_enabled: target.extended_types_enabled,
     };
@@ -53,6 +44,25 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     report(&imported);
     println!("wrote {}", written.display());
     Ok(())
+}
+
+/// The configuration of the server that will run on the imported data.
+fn target(args: &ImportArgs) -> anyhow::Result<Config> {
+    let reading = |path: &PathBuf| format!("reading {}", path.display());
+    let config = if let Some(path) = &args.out_config {
+        Config::load_toml(path).with_context(|| reading(path))?
+    } else if let Some(path) = &args.out_zoo_cfg {
+        Config::from_zoo_cfg(path).with_context(|| reading(path))?.0
+    } else if let Some(out) = &args.out {
+        Config {
+            data_dir: out.clone(),
+            ..Config::default()
+        }
+    } else {
+        bail!("say where the Warden data goes: --out, --out-config or --out-zoo-cfg")
+    };
+    config.validate()?;
+    Ok(config)
 }
 
 fn source(args: &ImportArgs) -> anyhow::Result<Source> {

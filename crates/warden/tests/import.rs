@@ -13,8 +13,10 @@
 //! exactly as ZooKeeper served it; the next write's zxid must follow ZooKeeper's last; a
 //! session left open on ZooKeeper must resume on Warden with its id and password.
 //!
-//! After the last phase the newest log's last entry is torn (its tail zeroed, as a crash in
-//! the middle of a write leaves it): the import must end cleanly before it and say so.
+//! After the last phase the data founds a 3-server Warden cluster (each member imports it for
+//! its own zoo.cfg): every member serves ZooKeeper's tree. Then the newest log's last entry is
+//! torn (its tail zeroed, as a crash in the middle of a write leaves it): the import must end
+//! cleanly before it and say so.
 //!
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java); the test
 //! never skips.
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use zookeeper_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo, Stat};
 
+use support::cluster::{Cluster, SUPER_CREDENTIAL, System};
 use support::servers::{
     free_port, install_zookeeper, spawn_logged, srvr, temp_dir, warden_command, zookeeper_command,
 };
@@ -45,7 +48,7 @@ const CLEANUP_INTERVAL_MS: u64 = 3_600_000;
 const TTL: Duration = Duration::from_secs(3600);
 /// "super:secret".
 const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
-const SUPER_AUTH: &str = "super:secret";
+const SUPER_AUTH: &[u8] = b"super:secret";
 /// "user1:pass1".
 const USER1_DIGEST: &str = "user1:GMJqCvSAmNfv41XqBotWHO0HsNc=";
 
@@ -113,10 +116,10 @@ async fn timed<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what}: no answer within {OP_TIMEOUT:?}"))
 }
 
-async fn connect(port: u16, auth: Option<&str>, session: Option<SessionInfo>) -> Client {
+async fn connect(port: u16, auth: Option<&[u8]>, session: Option<SessionInfo>) -> Client {
     let mut connector = Client::connector().with_session_timeout(SESSION_TIMEOUT);
     if let Some(auth) = auth {
-        connector = connector.with_auth("digest", auth.as_bytes());
+        connector = connector.with_auth("digest", auth);
     }
     if let Some(session) = session {
         connector = connector.with_session(session);
@@ -337,6 +340,7 @@ async fn imports_what_a_real_zookeeper_wrote() {
     let zk_data = dir.join("data");
     let mut rng = fastrand::Rng::with_seed(11);
     let mut last_zk_zxid = 0;
+    let mut last_served = Vec::new();
     for (phase, compression) in ["", "gz", "snappy"].into_iter().enumerate() {
         // ZooKeeper, on the same data as the phase before.
         let zk_port = free_port();
@@ -438,9 +442,48 @@ async fn imports_what_a_real_zookeeper_wrote() {
         // The reader's session took zk_zxid + 1.
         assert_eq!(stat.czxid, zk_zxid + 2, "zxids go on from ZooKeeper's");
         assert_eq!(stat.ephemeral_owner, owner.id().0);
+        last_served = served;
     }
+    founds_a_cluster(&zk_data, &last_served).await;
     torn_tail_ends_the_import_cleanly(&dir, &zk_data, last_zk_zxid);
     fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every member of a new 3-server cluster imports the same ZooKeeper data for its own zoo.cfg;
+/// each then serves ZooKeeper's tree. /zookeeper/config is left out: the new cluster's leader
+/// writes its membership there.
+async fn founds_a_cluster(zk_data: &Path, served: &[String]) {
+    let extra = format!(
+        "extendedTypesEnabled=true\nznode.container.checkIntervalMs={CLEANUP_INTERVAL_MS}\n\
+         maxSessionTimeout=180000"
+    );
+    let cluster = Cluster::start_prepared(System::Warden, 3, 0, 0, &extra, |member| {
+        import(&[
+            "--data-dir",
+            zk_data.to_str().unwrap(),
+            "--out-zoo-cfg",
+            member.cfg_path().to_str().unwrap(),
+        ]);
+    });
+    let expected: Vec<&String> = served
+        .iter()
+        .filter(|l| !l.starts_with("/zookeeper/config "))
+        .collect();
+    for member in &cluster.members {
+        let reader = connect(member.client_port, Some(SUPER_CREDENTIAL), None).await;
+        let tree = dump(&reader).await;
+        let tree: Vec<&String> = tree
+            .iter()
+            .filter(|l| !l.starts_with("/zookeeper/config "))
+            .collect();
+        assert!(
+            tree == expected,
+            "server.{} serves another tree: {} nodes, {} expected",
+            member.id,
+            tree.len(),
+            expected.len()
+        );
+    }
 }
 
 /// The newest log's last entry, torn as a crash in the middle of its write leaves it.
