@@ -5,8 +5,10 @@
 //! phases on the same data). In each phase a mixed workload runs through the independent
 //! `zookeeper-client` crate: creates of every mode (persistent, sequential, ephemeral,
 //! ephemeral sequential, container, TTL), setData, delete, setACL, multis that commit and
-//! multis that fail, failing requests, sessions closed with their ephemerals; snapCount is small,
-//! so there are several snapshots and logs, and the snapshots are fuzzy. At the end of a phase
+//! multis that fail, failing requests, sessions closed with their ephemerals, then a burst of
+//! concurrent writes over a tree of 6,000 nodes of 1 KiB; snapCount is small, so there are
+//! several snapshots and logs, and snapshots are written while transactions go on (fuzzy: the
+//! snapshot's digest is of a later zxid than its name, and the import checks it there). At the end of a phase
 //! some sessions are left open, the whole tree is read by a super user, and ZooKeeper is
 //! killed with SIGKILL. Then a copy of its data directory is imported, `warden server` is
 //! started on the result, and every node (data, every Stat field, ACL, children) must read
@@ -14,8 +16,8 @@
 //! session left open on ZooKeeper must resume on Warden with its id and password.
 //!
 //! After the last phase the data founds a 3-server Warden cluster (each member imports it for
-//! its own zoo.cfg): every member serves ZooKeeper's tree. Then the newest log's last entry is
-//! torn (its tail zeroed, as a crash in the middle of a write leaves it): the import must end
+//! its own zoo.cfg): every member serves ZooKeeper's tree. Then the newest log gets the first
+//! bytes of one more entry, as a crash in the middle of a write leaves it: the import must end
 //! cleanly before it and say so.
 //!
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java); the test
@@ -37,8 +39,15 @@ use support::servers::{
 
 /// ZooKeeper snapshots after snapCount/2 to snapCount transactions (it rolls a random offset).
 const SNAP_COUNT: u32 = 40;
-/// Operations in each phase's workload.
+/// Operations in each phase's workload, one at a time.
 const OPS_PER_PHASE: usize = 300;
+/// Then writes sent all at once, so that snapshots are written while transactions are applied
+/// (ZooKeeper's snapshots are fuzzy) and the import replays some already in them.
+const BURST_WRITES: usize = 400;
+/// Nodes of 1 KiB created first (in multis of `BULK_PER_MULTI`), so that writing a snapshot
+/// takes long enough for the burst's transactions to land in the middle of it.
+const BULK_NODES: usize = 6_000;
+const BULK_PER_MULTI: usize = 500;
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Long enough that no session expires, and no container or TTL node is cleaned up, while the
@@ -179,6 +188,10 @@ async fn dump(client: &Client) -> Vec<String> {
     lines
 }
 
+fn open_acl() -> zookeeper_client::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
 /// The workload of one phase. Returns its clients, whose sessions are still open: they stay
 /// open as long as the clients are not dropped.
 async fn workload(port: u16, phase: usize, rng: &mut fastrand::Rng) -> Vec<Client> {
@@ -196,6 +209,16 @@ async fn workload(port: u16, phase: usize, rng: &mut fastrand::Rng) -> Vec<Clien
         )
         .await
         .unwrap();
+    }
+    if phase == 0 {
+        for batch in 0..BULK_NODES / BULK_PER_MULTI {
+            let mut multi = admin.new_multi_writer();
+            for i in 0..BULK_PER_MULTI {
+                let path = format!("{root}/w/bulk{batch}-{i}");
+                multi.add_create(&path, &[b'b'; 1024], &open_acl()).unwrap();
+            }
+            timed("bulk multi", multi.commit()).await.unwrap();
+        }
     }
     let mut sessions = Vec::new();
     for _ in 0..3 {
@@ -303,6 +326,18 @@ async fn workload(port: u16, phase: usize, rng: &mut fastrand::Rng) -> Vec<Clien
             }
         }
     }
+    let burst = (0..BURST_WRITES).map(|i| {
+        let client = &sessions[i % sessions.len()];
+        let path = format!("{root}/w/b{}", i % (BURST_WRITES / 4));
+        let data = vec![b'x'; 1024 + i];
+        async move {
+            let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            if client.create(&path, &data, &open).await.is_err() {
+                let _ = client.set_data(&path, &data, None).await;
+            }
+        }
+    });
+    timed("burst", futures::future::join_all(burst)).await;
     sessions.push(admin);
     sessions
 }
@@ -379,6 +414,7 @@ async fn imports_what_a_real_zookeeper_wrote() {
             "--out",
             warden_data.to_str().unwrap(),
         ]);
+        eprintln!("phase {phase} import:\n{report}");
         let suffix = if compression.is_empty() {
             String::new()
         } else {
@@ -486,7 +522,9 @@ async fn founds_a_cluster(zk_data: &Path, served: &[String]) {
     }
 }
 
-/// The newest log's last entry, torn as a crash in the middle of its write leaves it.
+/// ZooKeeper killed in the middle of writing an entry: the newest log gets the first bytes of
+/// one more entry after its last (the rest is the file's zero padding). The import must end
+/// cleanly before it, say so, and keep every transaction before it.
 fn torn_tail_ends_the_import_cleanly(dir: &Path, zk_data: &Path, last_zxid: i64) {
     let torn = dir.join("torn");
     copy_dir(zk_data, &torn);
@@ -500,8 +538,15 @@ fn torn_tail_ends_the_import_cleanly(dir: &Path, zk_data: &Path, last_zxid: i64)
     }
     let last = last.expect("an entry");
     assert_eq!(last.txn.zxid, last_zxid);
-    let cut = last.offset as usize + 20;
-    bytes[cut..].fill(0);
+    let start = last.offset as usize;
+    let body_len = i32::from_be_bytes(bytes[start + 8..start + 12].try_into().unwrap());
+    let end = start + 12 + body_len as usize + 1;
+    let partial = bytes[start..start + 30].to_vec();
+    assert!(
+        bytes[end..end + 30].iter().all(|&b| b == 0),
+        "padding after the last entry"
+    );
+    bytes[end..end + 30].copy_from_slice(&partial);
     fs::write(newest, &bytes).unwrap();
     let report = import(&[
         "--data-dir",
@@ -509,9 +554,9 @@ fn torn_tail_ends_the_import_cleanly(dir: &Path, zk_data: &Path, last_zxid: i64)
         "--out",
         dir.join("torn-warden").to_str().unwrap(),
     ]);
-    assert!(report.contains("was cut short"), "{report}");
     assert!(
-        report.contains(&format!("zxid {:#x}", last_zxid - 1)),
+        report.contains(&format!("(at byte {end}) was cut short")),
         "{report}"
     );
+    assert!(report.contains(&format!("zxid {last_zxid:#x}")), "{report}");
 }
