@@ -172,7 +172,7 @@ impl Replay {
     /// A snapshot written while nothing changed carries the digest of its own zxid.
     fn check_snapshot_digest_now(&mut self, snapshot: Option<&Path>) -> Result<(), ImportError> {
         match (self.pending, snapshot) {
-            (Some(d), Some(path)) if d.zxid <= self.restore.zxid() => {
+            (Some(d), Some(path)) if d.zxid == self.restore.zxid() => {
                 self.pending = None;
                 self.compare(path, 0, d)
             }

@@ -129,9 +129,9 @@ pub fn parse(
         } else {
             s.get(Reader::read_i64)? as u64
         };
-        // ZooKeeper compares only digests of the version it computes, and a zxid of 0 means
-        // none was taken.
-        if digest_version == DIGEST_VERSION && digest_zxid > 0 {
+        // ZooKeeper compares only digests of the version it computes, of a zxid at or after
+        // the snapshot's (`DataTree.deserializeZxidDigest`); a zxid of 0 means none was taken.
+        if digest_version == DIGEST_VERSION && digest_zxid > 0 && digest_zxid >= zxid {
             digest = Some(ZkDigest {
                 zxid: digest_zxid,
                 digest: value,
