@@ -559,4 +559,16 @@ fn torn_tail_ends_the_import_cleanly(dir: &Path, zk_data: &Path, last_zxid: i64)
         "{report}"
     );
     assert!(report.contains(&format!("zxid {last_zxid:#x}")), "{report}");
+    let again = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["import", "--data-dir"])
+        .arg(&torn)
+        .arg("--out")
+        .arg(dir.join("torn-warden"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && stderr.contains("is not empty"),
+        "an import never writes into a used directory: {stderr}"
+    );
 }
