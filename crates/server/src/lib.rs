@@ -37,5 +37,5 @@ pub mod stats;
 pub mod zoo_cfg;
 
 pub use config::{Config, ConfigError};
-pub use server::{Server, StartError};
+pub use server::{SeedError, Server, StartError, seed_data_dir};
 pub use zoo_cfg::Warning;

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -216,7 +217,7 @@ impl Server {
                 source,
             })?;
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
-        let members = member_addrs(&config, client_addr);
+        let members = member_addrs(&config, &client_addr.to_string());
         let peer_listener = match config.cluster.me().filter(|_| members.len() > 1) {
             Some(me) => Some(
                 TcpListener::bind((me.host.as_str(), me.peer_port))
@@ -421,12 +422,12 @@ async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
 
 /// The members as the configuration names them, with the addresses consensus records. A
 /// standalone server is a cluster of one.
-fn member_addrs(config: &Config, client_addr: SocketAddr) -> Vec<MemberAddr> {
+fn member_addrs(config: &Config, client_addr: &str) -> Vec<MemberAddr> {
     if config.cluster.members.len() <= 1 {
         return vec![MemberAddr {
             id: config.cluster.my_id.unwrap_or(1),
             peer_addr: String::new(),
-            client_addr: client_addr.to_string(),
+            client_addr: client_addr.to_owned(),
             voter: true,
         }];
     }
@@ -436,6 +437,51 @@ fn member_addrs(config: &Config, client_addr: SocketAddr) -> Vec<MemberAddr> {
         .iter()
         .map(cluster::membership::member_addr)
         .collect()
+}
+
+/// Why a data directory could not be made from a state.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    #[error("{dir} is not empty: a data directory is only made from a state when it is new")]
+    NotEmpty { dir: String },
+    #[error("cannot write {dir}: {source}")]
+    Io { dir: String, source: std::io::Error },
+}
+
+/// Makes a new data directory (and log directory) for `config` that starts from `state`: a
+/// server started on it, or every founding member of the cluster `config` names, serves
+/// `state` and goes on from its zxid. The directories must be missing or empty (but for a
+/// myid file).
+pub fn seed_data_dir(config: &Config, state: &State) -> Result<PathBuf, SeedError> {
+    let log_dir = config.resolved_log_dir();
+    for dir in [config.data_dir.as_path(), log_dir] {
+        let io_err = |source| SeedError::Io {
+            dir: dir.display().to_string(),
+            source,
+        };
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                // A cluster member's zoo.cfg wants its myid there first.
+                let mut entries =
+                    entries.filter(|e| e.as_ref().is_ok_and(|e| e.file_name() != "myid"));
+                if entries.next().is_some() {
+                    return Err(SeedError::NotEmpty {
+                        dir: dir.display().to_string(),
+                    });
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir).map_err(io_err)?;
+            }
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    let members = member_addrs(config, &config.client_listen.to_string());
+    let snapshot_dir = config.data_dir.join("snapshots");
+    consensus::founding::write(&snapshot_dir, &members, state).map_err(|source| SeedError::Io {
+        dir: snapshot_dir.display().to_string(),
+        source,
+    })
 }
 
 /// The cluster's identity, checked at every peer handshake so that servers of two clusters
@@ -591,7 +637,10 @@ async fn expire_sessions(ctx: Arc<Context>) {
 /// ContainerManager does, at most `deletes_per_minute_max` a minute.
 async fn clean_containers(ctx: Arc<Context>) {
     let c = &ctx.config.containers;
-    let mut tick = tokio::time::interval(Duration::from_millis(c.check_interval_ms.into()));
+    let period = Duration::from_millis(c.check_interval_ms.into());
+    // The first check one period after start, as ZooKeeper's ContainerManager schedules it: a
+    // server started on imported data must not change it at once.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut window_start = Instant::now();
     let mut deleted_in_window = 0u32;

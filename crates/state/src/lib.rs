@@ -11,6 +11,8 @@
 //! - [`read`]: reads and the watches they leave.
 //! - [`watch`]: the per-server watch registry and which events each change fires.
 //! - [`system`]: /zookeeper and ClickHouse Keeper's /keeper nodes.
+//! - [`restore`]: a state rebuilt from ZooKeeper's snapshot and transaction log, replayed as
+//!   ZooKeeper replays them.
 //! - [`snapshot`]: the whole state to a checksummed, compressed byte stream and back.
 //! - [`txn`]: transactions and their outcomes.
 
@@ -18,6 +20,7 @@ pub mod acl;
 pub mod path;
 pub mod prepare;
 pub mod read;
+pub mod restore;
 pub mod snapshot;
 pub mod state;
 pub mod system;

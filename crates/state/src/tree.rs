@@ -641,6 +641,17 @@ impl DataTree {
         self.modify(path, id, |t, id| t.nodes[id as usize].version = version);
     }
 
+    /// Sets a node's stored stat, as a restore from another server's files finds it; the
+    /// ephemeralOwner stays, since a node's kind never changes.
+    pub fn set_stat(&mut self, path: &str, id: NodeId, s: NodeStat) {
+        self.modify(path, id, |t, id| {
+            let n = &mut t.nodes[id as usize];
+            (n.czxid, n.mzxid, n.pzxid) = (s.czxid, s.mzxid, s.pzxid);
+            (n.ctime, n.mtime) = (s.ctime, s.mtime);
+            (n.version, n.cversion, n.aversion) = (s.version, s.cversion, s.aversion);
+        });
+    }
+
     /// Replaces a node's ACL and bumps its aversion.
     pub fn set_acl(&mut self, path: &str, id: NodeId, acl: &[Acl]) {
         self.modify(path, id, |t, id| {

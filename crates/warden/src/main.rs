@@ -2,10 +2,12 @@
 //! adds a variant to `Command` and a line to `main`.
 //!
 //! - `server`: run a server (one-node for now) from defaults, Warden's TOML or a zoo.cfg.
+//! - `import`: a ZooKeeper data directory into a new Warden data directory.
 //! - `bench`: drive any ZooKeeper-compatible server(s) with a workload and report throughput and
 //!   latency.
 
 mod bench;
+mod import;
 mod server;
 
 use std::process::ExitCode;
@@ -33,6 +35,8 @@ struct Cli {
 enum Command {
     /// Run a Warden server in the foreground (defaults: 127.0.0.1:2181, data in ./warden-data).
     Server(server::ServerArgs),
+    /// Make a new Warden data directory from a ZooKeeper data directory (offline migration).
+    Import(import::ImportArgs),
     /// Drive ZooKeeper-compatible servers with a workload; report throughput, latency, errors.
     Bench(bench::BenchArgs),
 }
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Server(args) => return server::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Import(args) => import::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

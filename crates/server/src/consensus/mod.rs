@@ -4,11 +4,13 @@
 //! - [`types`]: the log entry ([`Proposal`]) and openraft's type configuration.
 //! - [`log_store`]: the durable log (raft-log: checksummed, group-commit fsync).
 //! - [`snapshot_store`]: snapshot files in the data directory, retention.
+//! - [`founding`]: the first snapshot of a data directory whose state was imported.
 //! - [`state_machine`]: applying entries to the [`Replica`], building and installing snapshots.
 //! - [`network`]: Raft messages to other members over the peer protocol.
 //! - [`rpc`]: Raft messages from other members, handed to openraft.
 
 mod failover;
+pub mod founding;
 mod log_store;
 mod network;
 mod rejoin;

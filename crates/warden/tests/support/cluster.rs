@@ -217,11 +217,32 @@ impl Cluster {
         spares: usize,
         extra_zoo_cfg: &str,
     ) -> Cluster {
+        Cluster::start_prepared(
+            system,
+            participants,
+            observers,
+            spares,
+            extra_zoo_cfg,
+            |_| {},
+        )
+    }
+
+    /// Like [`Cluster::start_with_spares`], with `prepare` run for every member once its
+    /// zoo.cfg and myid are written, before anything starts (to seed its data directory).
+    pub fn start_prepared(
+        system: System,
+        participants: usize,
+        observers: usize,
+        spares: usize,
+        extra_zoo_cfg: &str,
+        prepare: impl Fn(&Member),
+    ) -> Cluster {
         if system == System::ZooKeeper {
             install_zookeeper();
         }
         let mut cluster =
             Cluster::configure(system, participants, observers, spares, extra_zoo_cfg);
+        cluster.members.iter().for_each(prepare);
         let started = Instant::now();
         for i in 0..cluster.founders {
             cluster.spawn(i);

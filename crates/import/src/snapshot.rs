@@ -1,0 +1,271 @@
+//! One ZooKeeper snapshot (`FileSnap.deserialize`, `DataTree.deserialize`, 3.9):
+//!
+//! ```text
+//! header    int magic "ZKSN", int version 2, long dbid
+//! sessions  int count, then { long id, int timeoutMs }
+//! ACLs      int count, then { long ref, vector<ACL> }
+//! nodes     { ustring path, buffer data, long aclRef, StatPersisted } until path "/"
+//!           (the root first, as ""; aclRef -1 is world:anyone ALL)
+//! seal      long adler32 of every byte before it, ustring "/"
+//! [digest   long zxid, int version, long digest (hex ustring before version 2)
+//!  seal]
+//! [lastZxid long (the zxid when the dump ended)
+//!  seal]
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use warden_proto::{Acl, DecodeError, Reader};
+use warden_state::StateConfig;
+use warden_state::restore::Restore;
+use warden_state::tree::NodeStat;
+
+use crate::files::{self, ZkFile};
+use crate::{ImportError, ZkDigest};
+
+const MAGIC: i32 = 0x5A4B_534E;
+const VERSION: i32 = 2;
+/// `ReferenceCountedACLCache`: a node whose aclRef is -1 is open to everyone.
+const OPEN_ACL_REF: i64 = -1;
+/// The digest format whose value is a long (`DigestCalculator.DIGEST_VERSION`).
+const DIGEST_VERSION: i32 = 2;
+
+/// A snapshot loaded and checked.
+pub struct Loaded {
+    pub path: PathBuf,
+    /// The zxid in its name: every transaction up to it is in it, and maybe some after.
+    pub zxid: i64,
+    pub restore: Restore,
+    /// The digest of the tree as it was at some zxid at or after `zxid`.
+    pub digest: Option<ZkDigest>,
+}
+
+/// The newest snapshot that reads without error, as ZooKeeper picks it; the damaged ones
+/// passed over are described. An error only if there were snapshots and none was valid.
+pub fn newest_valid(
+    dir: &Path,
+    snapshots: &[ZkFile],
+    config: StateConfig,
+) -> Result<(Option<Loaded>, Vec<String>), ImportError> {
+    let mut tried = Vec::new();
+    for file in snapshots.iter().take(files::SNAPSHOTS_TRIED_MAX) {
+        match read_file(file, config) {
+            Ok(loaded) => return Ok((Some(loaded), tried)),
+            Err(e) => tried.push(e.to_string()),
+        }
+    }
+    if snapshots.is_empty() {
+        Ok((None, tried))
+    } else {
+        Err(ImportError::NoValidSnapshot {
+            dir: dir.to_owned(),
+            tried,
+        })
+    }
+}
+
+fn read_file(file: &ZkFile, config: StateConfig) -> Result<Loaded, ImportError> {
+    let compression = files::compression_of(&file.path);
+    let bytes = files::read(&file.path)?;
+    if !files::looks_complete(&bytes, compression) {
+        return Err(ImportError::Damaged {
+            path: file.path.clone(),
+            offset: bytes.len() as u64,
+            what: "incomplete: it does not end as a snapshot ends".into(),
+        });
+    }
+    let bytes = files::decompress(&file.path, bytes, compression)?;
+    parse(&file.path, file.zxid, &bytes, config)
+}
+
+/// Parses a snapshot's decompressed bytes; `zxid` is the one in its name.
+pub fn parse(
+    path: &Path,
+    zxid: i64,
+    bytes: &[u8],
+    config: StateConfig,
+) -> Result<Loaded, ImportError> {
+    let mut s = Stream {
+        bytes,
+        r: Reader::new(bytes),
+        path,
+    };
+    let magic = s.get(Reader::read_i32)?;
+    let version = s.get(Reader::read_i32)?;
+    if magic != MAGIC || version != VERSION {
+        return Err(s.damaged(
+            0,
+            format!("not a ZooKeeper snapshot (magic {magic:#x}, version {version})"),
+        ));
+    }
+    s.get(Reader::read_i64)?; // dbid
+    let mut sessions = Vec::new();
+    for _ in 0..s.count(12)? {
+        let id = s.get(Reader::read_i64)?;
+        sessions.push((id, s.get(Reader::read_i32)?));
+    }
+    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
+    for _ in 0..s.count(12)? {
+        let reference = s.get(Reader::read_i64)?;
+        let list = s.get(|r| r.read_vec(12, |r| warden_proto::Record::decode(r)))?;
+        acls.insert(reference, list);
+    }
+    let mut restore = read_nodes(&mut s, &acls, config)?;
+    for (id, timeout_ms) in sessions {
+        restore.add_session(id, timeout_ms);
+    }
+    restore.set_zxid(zxid);
+    s.seal()?;
+    let mut digest = None;
+    if !s.r.is_empty() {
+        let at = s.at();
+        let digest_zxid = s.get(Reader::read_i64)?;
+        let digest_version = s.get(Reader::read_i32)?;
+        let value = if digest_version < DIGEST_VERSION {
+            let hex = s.get(Reader::read_string)?;
+            u64::from_str_radix(&hex, 16)
+                .map_err(|_| s.damaged(at, format!("digest {hex:?} is not hex")))?
+        } else {
+            s.get(Reader::read_i64)? as u64
+        };
+        // ZooKeeper compares only digests of the version it computes, of a zxid at or after
+        // the snapshot's (`DataTree.deserializeZxidDigest`); a zxid of 0 means none was taken.
+        if digest_version == DIGEST_VERSION && digest_zxid > 0 && digest_zxid >= zxid {
+            digest = Some(ZkDigest {
+                zxid: digest_zxid,
+                digest: value,
+            });
+        }
+        s.seal()?;
+    }
+    if !s.r.is_empty() {
+        // The zxid applied when the dump ended. Restoring from files, ZooKeeper reads it and
+        // then replays from the zxid in the name all the same (`FileSnap.deserialize`): the
+        // transactions in between may be only partly in the fuzzy dump.
+        s.get(Reader::read_i64)?;
+        s.seal()?;
+    }
+    if !s.r.is_empty() {
+        return Err(s.damaged(
+            s.at(),
+            format!("{} bytes after the last seal", s.r.remaining()),
+        ));
+    }
+    Ok(Loaded {
+        path: path.to_owned(),
+        zxid,
+        restore,
+        digest,
+    })
+}
+
+/// The nodes, the root first, each after its parent.
+fn read_nodes(
+    s: &mut Stream<'_>,
+    acls: &HashMap<i64, Vec<Acl>>,
+    config: StateConfig,
+) -> Result<Restore, ImportError> {
+    let open = Acl::open();
+    let mut restore: Option<Restore> = None;
+    loop {
+        let at = s.at();
+        let path = s.get(Reader::read_string)?;
+        if path == "/" {
+            break;
+        }
+        let data = s.get(Reader::read_buffer)?;
+        let acl_ref = s.get(Reader::read_i64)?;
+        let acl = match acl_ref {
+            OPEN_ACL_REF => &open,
+            r => acls.get(&r).ok_or_else(|| {
+                s.damaged(
+                    at,
+                    format!("node {path:?}: ACL reference {r} is not in the ACL table"),
+                )
+            })?,
+        };
+        let stat = s.get(read_stat)?;
+        match restore.as_mut() {
+            None if path.is_empty() => {
+                restore = Some(Restore::new(config, data.as_deref(), acl, stat));
+            }
+            None => return Err(s.damaged(at, format!("first node {path:?} is not the root"))),
+            Some(r) => r
+                .add_node(&path, data.as_deref(), acl, stat)
+                .map_err(|e| s.damaged(at, e.to_string()))?,
+        }
+    }
+    restore.ok_or_else(|| s.damaged(s.at(), "no root node".into()))
+}
+
+/// `StatPersisted`: 60 bytes, without dataLength and numChildren.
+fn read_stat(r: &mut Reader<'_>) -> Result<NodeStat, DecodeError> {
+    Ok(NodeStat {
+        czxid: r.read_i64()?,
+        mzxid: r.read_i64()?,
+        ctime: r.read_i64()?,
+        mtime: r.read_i64()?,
+        version: r.read_i32()?,
+        cversion: r.read_i32()?,
+        aversion: r.read_i32()?,
+        ephemeral_owner: r.read_i64()?,
+        pzxid: r.read_i64()?,
+    })
+}
+
+/// The decompressed stream with its position, for errors that say where.
+struct Stream<'a> {
+    bytes: &'a [u8],
+    r: Reader<'a>,
+    path: &'a Path,
+}
+
+impl<'a> Stream<'a> {
+    fn at(&self) -> usize {
+        self.bytes.len() - self.r.remaining()
+    }
+
+    fn damaged(&self, offset: usize, what: String) -> ImportError {
+        ImportError::Damaged {
+            path: self.path.to_owned(),
+            offset: offset as u64,
+            what,
+        }
+    }
+
+    fn get<T>(
+        &mut self,
+        f: impl FnOnce(&mut Reader<'a>) -> Result<T, DecodeError>,
+    ) -> Result<T, ImportError> {
+        let at = self.at();
+        f(&mut self.r).map_err(|e| self.damaged(at, e.to_string()))
+    }
+
+    /// A count of items at least `item_bytes` long each, checked against what is left.
+    fn count(&mut self, item_bytes: usize) -> Result<usize, ImportError> {
+        let at = self.at();
+        let n = self.get(Reader::read_i32)?;
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n.saturating_mul(item_bytes) <= self.r.remaining())
+            .ok_or_else(|| self.damaged(at, format!("count {n} does not fit in the file")))
+    }
+
+    /// `SnapStream.checkSealIntegrity`: the Adler-32 of every byte before the seal.
+    fn seal(&mut self) -> Result<(), ImportError> {
+        let at = self.at();
+        let mut adler = adler2::Adler32::new();
+        adler.write_slice(&self.bytes[..at]);
+        let computed = adler.checksum();
+        let stored = self.get(Reader::read_i64)?;
+        let slash = self.get(Reader::read_string)?;
+        if stored != i64::from(computed) || slash != "/" {
+            return Err(self.damaged(
+                at,
+                format!("checksum mismatch: stored {stored:#x}, computed {computed:#x}"),
+            ));
+        }
+        Ok(())
+    }
+}
