@@ -65,7 +65,7 @@ pub fn summary(ctx: &Context) -> Summary {
         latency_avg_ms: avg,
         latency_max_ms: max,
         connections: r.clients().count(),
-        outstanding: r.clients().map(|c| c.outstanding()).sum(),
+        outstanding: r.outstanding_total(),
         zxid: r.state().last_zxid(),
         node_count: r.state().tree().len(),
         uptime_ms: ctx.started.elapsed().as_millis() as u64,
@@ -217,10 +217,7 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         ("ephemerals_count", n(ephemerals)),
         ("num_alive_connections", n(r.clients().count())),
         ("avg_latency", Float(avg)),
-        (
-            "outstanding_requests",
-            n(r.clients().map(|c| c.outstanding()).sum()),
-        ),
+        ("outstanding_requests", n(r.outstanding_total())),
         ("znode_count", n(state.tree().len())),
         ("global_sessions", n(state.sessions().count())),
         (
