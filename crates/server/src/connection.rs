@@ -319,6 +319,14 @@ impl Session {
         if self.read_only {
             return self.read_only_handshake(&request, timeout_ms);
         }
+        // A client that has seen more than this server has applied: if the server only lags
+        // (the entries are committed, a new leader is applying them), it catches up with
+        // the leader first; if it is still behind, the client is refused below.
+        if request.last_zxid_seen > self.ctx.replica().state().last_zxid()
+            && !self.ctx.consensus.standalone()
+        {
+            let _ = self.catch_up().await;
+        }
         if request.session_id == 0 {
             // Even a new session is refused by a server behind what the client has seen
             // (ZooKeeper's processConnectRequest checks this first), so that the client moves

@@ -9,8 +9,10 @@
 //! leader's quorum port once: a refused connection means nothing listens there, so no process
 //! can be leading from it. The follower then gives up its lease (openraft does the same when a
 //! leader hands over) and, after a pause that depends on its rank, so that the followers do not
-//! split the vote, calls a pre-vote round at once. A leader that answers, or a probe that gets
-//! no answer at all (a partition), changes nothing: the timeouts decide as before. Reads are
+//! split the vote, calls a pre-vote round at once. The same when the port answers but the leader
+//! stays silent for three heartbeats after the break (it was killed and restarted at once: the
+//! new process does not lead). A probe that gets no answer at all (a partition) changes
+//! nothing, nor does a leader that is heard from again: the timeouts decide as before. Reads are
 //! confirmed by a quorum (ReadIndex), never by the lease, so giving it up costs no safety.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,8 +41,14 @@ impl Consensus {
         }
         let consensus = self.clone();
         tokio::spawn(async move {
-            let gone = refused || consensus.leader_refuses(leader).await;
+            let gone = refused
+                || consensus.leader_refuses(leader).await
+                || consensus.leader_silent_after_break(leader).await;
             if gone {
+                // Not serving from now on, without the grace a broken connection gets: a
+                // client that comes now is sent on rather than let in and then dropped by the
+                // election, as ZooKeeper's followers go LOOKING at once.
+                consensus.liveness.connection_lost(leader, true);
                 consensus.elect_without_lease(leader).await;
             }
             consensus.failover.running.store(false, Ordering::Release);
@@ -58,6 +66,15 @@ impl Consensus {
             // Answered (the process is there), or no answer (a partition, or a pause).
             Ok(Ok(_)) | Err(_) => false,
         }
+    }
+
+    /// Whether `leader`, whose connection broke, stays silent for three heartbeats: a live
+    /// leader reconnects and sends its next heartbeat within one. Its port answered, so a
+    /// process is there, but not the one that led (a leader killed and restarted at once
+    /// comes back as a follower that must win an election, and never sends one).
+    async fn leader_silent_after_break(&self, leader: u64) -> bool {
+        tokio::time::sleep(self.heartbeat * 3).await;
+        self.leader() == Some(leader) && self.liveness.leader_in_doubt(leader)
     }
 
     /// Gives up the lease on the `leader` that is gone, waits for this member's turn, and

@@ -231,6 +231,14 @@ impl Liveness {
         now.saturating_sub(heard) <= timeout_ms && !broke_unheard
     }
 
+    /// Whether a connection with `leader` broke and it has not been heard from since (within
+    /// the reconnect grace or not).
+    pub(super) fn leader_in_doubt(&self, leader: u64) -> bool {
+        let heard = self.leader_heard.load(Ordering::Relaxed);
+        let lost = self.leader_lost.load(Ordering::Relaxed);
+        self.leader_heard_from.load(Ordering::Relaxed) == leader && lost != 0 && lost >= heard
+    }
+
     /// A connection with the leader broke; `definitely` when it could not even be opened
     /// (the process is gone), so no grace is given.
     pub(crate) fn connection_lost(&self, leader: u64, definitely: bool) {
