@@ -149,3 +149,75 @@ func TestWatcherGoingBackIsCaught(t *testing.T) {
 		t.Fatal("a watcher reading an older version was not caught")
 	}
 }
+
+func pwChange(kind, path string, call, ret int64, out outcome) op {
+	return op{Workload: "pwriter", Kind: kind, Name: path, Call: call, Return: ret, Outcome: out}
+}
+
+func pwRecord(kind, key, path string, zxid, at int64) op {
+	return op{Workload: "pwatcher", Kind: kind, Key: key, Name: path, Value: zxid, Call: at, Return: at, Outcome: ok}
+}
+
+// A persistent watch's history: three creates, a delete, an unknown create and the final one;
+// the watcher loses its connection once.
+func persistentHistory() []op {
+	return []op{
+		pwChange("pw-create", "/pwatch/e-1", 0, 10, ok),
+		pwChange("pw-create", "/pwatch/e-2", 20, 30, ok),
+		pwChange("pw-create", "/pwatch/e-3", 40, 50, unknown),
+		pwChange("pw-delete", "/pwatch/e-1", 60, 70, ok),
+		pwChange("pw-create", "/pwatch/e-4", 80, 90, ok),
+		pwChange("pw-final", "/pwatch/e-5", 200, 210, ok),
+		pwRecord("pw-state", "SyncConnected", "", 0, 1),
+		pwRecord("pw-event", "NodeCreated", "/pwatch/e-1", 0x101, 9),
+		pwRecord("pw-event", "NodeCreated", "/pwatch/e-2", 0x102, 29),
+		// e-3's outcome is unknown: not reporting it is allowed.
+		pwRecord("pw-event", "NodeDeleted", "/pwatch/e-1", 0x104, 69),
+		pwRecord("pw-state", "Disconnected", "", 0, 75),
+		pwRecord("pw-state", "SyncConnected", "", 0, 100),
+		// A server that had not applied the delete reports it again after the reconnection.
+		pwRecord("pw-event", "NodeDeleted", "/pwatch/e-1", 0x104, 120),
+		pwRecord("pw-event", "NodeCreated", "/pwatch/e-4", 0x105, 121),
+		pwRecord("pw-event", "NodeCreated", "/pwatch/e-5", 0x106, 209),
+	}
+}
+
+func TestPersistentWatchCorrectHistoriesPass(t *testing.T) {
+	if summary, found := checkPersistentWatch(persistentHistory()); len(found) != 0 {
+		t.Fatalf("a correct history was refused: %s %v", summary, found)
+	}
+	// Changes made while the watcher was disconnected need not be reported.
+	h := persistentHistory()
+	h = append(h[:12], h[14:]...)
+	if summary, found := checkPersistentWatch(h); len(found) != 0 {
+		t.Fatalf("a correct history was refused: %s %v", summary, found)
+	}
+}
+
+func TestPersistentWatchWrongHistoriesAreCaught(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func([]op) []op
+		want   string
+	}{
+		{"a change missed in one connection", func(h []op) []op { return append(h[:8], h[9:]...) }, "not reported between"},
+		{"changes out of order", func(h []op) []op {
+			h[7] = pwRecord("pw-event", "NodeCreated", "/pwatch/e-2", 0x101, 29)
+			h[8] = pwRecord("pw-event", "NodeCreated", "/pwatch/e-1", 0x102, 30)
+			return h
+		}, "which was made after it"},
+		{"a change never made", func(h []op) []op {
+			return append(h, pwRecord("pw-event", "NodeCreated", "/pwatch/e-9", 0x107, 215))
+		}, "never made"},
+		{"a change reported twice in one connection", func(h []op) []op {
+			return append(h, pwRecord("pw-event", "NodeCreated", "/pwatch/e-5", 0x106, 215))
+		}, "twice"},
+		{"a zxid going back in one connection", func(h []op) []op { h[9].Value = 0x100; return h }, "after"},
+		{"the final change not reported", func(h []op) []op { return h[:len(h)-1] }, "final change"},
+	} {
+		_, found := checkPersistentWatch(c.change(persistentHistory()))
+		if !strings.Contains(strings.Join(found, "\n"), c.want) {
+			t.Errorf("%s: not caught (found %v)", c.name, found)
+		}
+	}
+}

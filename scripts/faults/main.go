@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -46,6 +47,7 @@ type options struct {
 	linearizableReads bool
 	checkTimeout      time.Duration
 	only              string
+	zookeeperLib      string
 }
 
 func main() {
@@ -60,11 +62,12 @@ func main() {
 	flag.StringVar(&o.out, "out", "faults-runs", "directory for the run's files")
 	flag.BoolVar(&o.linearizableReads, "linearizable-reads", false, "Warden's cluster.linearizable_reads on; every read checked as linearizable")
 	flag.StringVar(&o.only, "nemeses", "", "comma-separated nemeses to use (default: all)")
+	flag.StringVar(&o.zookeeperLib, "zookeeper-lib", "", "ZooKeeper 3.9.5's jars, for the persistent watcher (a Java client)")
 	flag.DurationVar(&o.checkTimeout, "check-timeout", 0, "porcupine's time limit (0: 3 minutes, 20 for the long profile)")
 	flag.Parse()
 	o.system = system(sys)
-	if o.system != systemWarden && o.system != systemZooKeeper || o.binary == "" {
-		fmt.Fprintln(os.Stderr, "faults: -system warden|zookeeper and -binary are required")
+	if o.system != systemWarden && o.system != systemZooKeeper || o.binary == "" || o.zookeeperLib == "" {
+		fmt.Fprintln(os.Stderr, "faults: -system warden|zookeeper, -binary and -zookeeper-lib are required")
 		os.Exit(2)
 	}
 	if _, known := profiles[o.profile]; !known {
@@ -119,7 +122,11 @@ func runSuite(o options) int {
 		fmt.Fprintf(os.Stderr, "faults: %v\n", err)
 		return 2
 	}
+	r := &run{o: o, c: c, dir: dir, rng: rand.New(rand.NewSource(o.seed))}
 	cleanup := sync.OnceFunc(func() {
+		if w := r.pwatcher.Load(); w != nil {
+			w.stop()
+		}
 		c.killAll()
 		nw.teardown()
 	})
@@ -132,7 +139,6 @@ func runSuite(o options) int {
 		cleanup()
 		os.Exit(2)
 	}()
-	r := &run{o: o, c: c, dir: dir, rng: rand.New(rand.NewSource(o.seed))}
 	return r.execute()
 }
 
@@ -146,6 +152,7 @@ type run struct {
 	episodes []*episode
 	notes    []string // what happened that is not a violation
 	problems []string // violations and failures to recover
+	pwatcher atomic.Pointer[pwatcher]
 }
 
 type worker struct {
@@ -162,6 +169,7 @@ var workers = []worker{
 	{"consumer", 2, runConsumer},
 	{"lock", 3, runLock},
 	{"writer", 1, runWatchedWriter},
+	{"pwriter", 1, runPersistentWriter},
 }
 
 func (r *run) execute() int {
@@ -214,6 +222,11 @@ func (r *run) execute() int {
 		}
 	}
 	spawn("watcher-1", "watcher", runWatcher, stopWatcher, &watcherDone)
+	if w, err := startPersistentWatcher(r.rec, r.o.zookeeperLib, addresses, r.dir); err != nil {
+		r.problems = append(r.problems, err.Error())
+	} else {
+		r.pwatcher.Store(w)
+	}
 	time.Sleep(3 * time.Second)
 
 	r.injectFaults()
@@ -236,6 +249,14 @@ func (r *run) execute() int {
 	}
 	close(stopWatcher)
 	waitGroup(&watcherDone, opTimeout+5*time.Second)
+	for _, c := range r.clients {
+		if c.workload == "pwriter" && err == nil {
+			r.finalPersistentChange(c, 15*time.Second)
+		}
+	}
+	if w := r.pwatcher.Swap(nil); w != nil {
+		w.stop()
+	}
 	for _, c := range r.clients {
 		c.conn.Close()
 	}

@@ -136,9 +136,10 @@ func (r *run) report(got final, haveFinal bool) int {
 		for _, check := range []struct {
 			name string
 			f    func([]op, final) (string, []string)
-		}{{"set", checkSet}, {"ids", checkIDs}, {"queue", checkQueue}, {"lock", checkLock}, {"watch", checkWatcher}} {
+		}{{"set", checkSet}, {"ids", checkIDs}, {"queue", checkQueue}, {"lock", checkLock}, {"watch", checkWatcher},
+			{"pwatch", func(history []op, _ final) (string, []string) { return checkPersistentWatch(history) }}} {
 			summary, found := check.f(history, got)
-			fmt.Fprintf(&b, "  %-5s %s: %d violations\n", check.name, summary, len(found))
+			fmt.Fprintf(&b, "  %-6s %s: %d violations\n", check.name, summary, len(found))
 			problems = append(problems, found...)
 		}
 	}

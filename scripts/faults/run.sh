@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Warden's fault suite (docs/faults.md): real go-zookeeper clients against a real 3-server
-# cluster in network namespaces while a seeded nemesis kills, pauses, partitions and damages
-# servers; the history is checked (porcupine for linearizability, and what ZooKeeper promises
-# for sets, unique ids, queues, locks and watches).
+# Warden's fault suite (docs/faults.md): real go-zookeeper clients (and one Java client, for a
+# persistent watch) against a real 3-server cluster in network namespaces while a seeded nemesis
+# kills, pauses, partitions and damages servers; the history is checked (porcupine for
+# linearizability, and what ZooKeeper promises for sets, unique ids, queues, locks, watches and
+# persistent watches).
 #
 #   scripts/faults/run.sh                    the short profile: the checkers' own tests, then
 #                                            Warden (all nemeses), Warden with every read
@@ -51,6 +52,8 @@ mkdir -p "$CACHE/runs"
 echo "faults: the checkers catch the deliberately wrong histories ($(grep -c '^ok\|^---' "$CACHE/checkers-test.out" || true) package(s) tested)"
 (cd "$HERE" && go build -o "$CACHE/faults" .)
 
+# ZooKeeper 3.9.5's jars: the reference servers, and the Java client of the persistent watcher.
+ZK_LIB="$("$REPO/scripts/zookeeper/install.sh")/lib"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/target/release/warden}"
 if [[ ! -x "$WARDEN_BIN" ]]; then
   (cd "$REPO" && cargo build --release --locked -p warden >&2)
@@ -64,7 +67,6 @@ for system in $SYSTEMS; do
       args=(-system warden -binary "$WARDEN_BIN" -linearizable-reads)
       [[ "$PROFILE" == short ]] && args+=(-episodes 6) ;;
     zookeeper)
-      "$REPO/scripts/zookeeper/install.sh" >/dev/null
       args=(-system zookeeper -binary "$REPO/scripts/zookeeper/run.sh") ;;
     *) echo "faults/run.sh: unknown system '$system'" >&2; exit 2 ;;
   esac
@@ -73,7 +75,7 @@ for system in $SYSTEMS; do
   # servers: they are in its process groups' care, see teardown).
   bound=$([[ "$PROFILE" == long ]] && echo 7200 || echo 900)
   if timeout --signal=TERM --kill-after=30 "$bound" "$CACHE/faults" "${args[@]}" -profile "$PROFILE" \
-      -seed "$SEED" -out "$CACHE/runs" "${EXTRA[@]}"; then
+      -seed "$SEED" -out "$CACHE/runs" -zookeeper-lib "$ZK_LIB" "${EXTRA[@]}"; then
     echo "faults $system: 1 passed, 0 failed"
   else
     if [[ "$system" == zookeeper ]]; then

@@ -41,7 +41,7 @@ func registerPath(key int) string { return fmt.Sprintf("/register/k%d", key) }
 
 // prepare creates the nodes the workloads use (before any fault).
 func prepare(c *client) error {
-	nodes := []string{"/register", "/set", "/ids", "/queue", "/lock", lockCounter, watchedNode}
+	nodes := []string{"/register", "/set", "/ids", "/queue", "/lock", lockCounter, watchedNode, pwatchRoot}
 	for k := 0; k < registerKeys; k++ {
 		nodes = append(nodes, registerPath(k))
 	}
