@@ -125,8 +125,8 @@ pub struct Replica {
 }
 
 /// ZooKeeper's `RateLogger` for quota breaches: a line is logged when it differs from the
-/// last one logged, or the same line again once `QUOTA_LOG_INTERVAL` has passed, with the
-/// number of times it happened meanwhile; a client hammering a full quota costs one line per
+/// last one; the same line again is counted, and the count logged once `QUOTA_LOG_INTERVAL`
+/// has passed or another line comes, so a client hammering a full quota costs one line per
 /// interval.
 #[derive(Debug, Default)]
 struct QuotaLog {
@@ -140,19 +140,29 @@ const QUOTA_LOG_INTERVAL: Duration = Duration::from_millis(100);
 impl QuotaLog {
     fn breached(&mut self, breach: &QuotaBreach, now: Instant) {
         let line = breach.to_string();
-        match &mut self.last {
-            Some((last, at)) if *last == line => {
-                self.repeats += 1;
-                if now.duration_since(*at) >= QUOTA_LOG_INTERVAL {
-                    tracing::warn!("[{} times] {line}", self.repeats);
-                    (*at, self.repeats) = (now, 0);
-                }
+        if let Some((last, at)) = &self.last
+            && *last == line
+        {
+            self.repeats += 1;
+            if now.duration_since(*at) >= QUOTA_LOG_INTERVAL {
+                self.flush();
+                self.last = Some((line, now));
             }
-            _ => {
-                tracing::warn!("{line}");
-                (self.last, self.repeats) = (Some((line, now)), 0);
-            }
+            return;
         }
+        self.flush();
+        tracing::warn!("{line}");
+        self.last = Some((line, now));
+    }
+
+    /// Logs how often the last line came again since it was logged.
+    fn flush(&mut self) {
+        if let Some((last, _)) = &self.last
+            && self.repeats > 0
+        {
+            tracing::warn!("[{} times] {last}", self.repeats);
+        }
+        self.repeats = 0;
     }
 }
 
