@@ -779,13 +779,11 @@ impl DataTree {
         }
     }
 
-    /// The limits and usage of every quota, summed per top-level namespace.
+    /// The limits and usage of every quota, summed per top-level namespace; a node with null
+    /// data is passed over, as ZooKeeper's `QuotaMetricsUtils` passes it over.
     pub fn quota_figures(&self) -> QuotaFigures {
         let mut figures = QuotaFigures::default();
-        let data = |p: &str| {
-            self.get(p)
-                .map(|n| StatsTrack::parse(n.data().unwrap_or_default()))
-        };
+        let data = |p: &str| self.get(p).and_then(|n| n.data()).map(StatsTrack::parse);
         for root in self.quotas.iter() {
             if let Some(limits) = data(&quota::limits_path(root)) {
                 figures.add_limits(root, &limits);

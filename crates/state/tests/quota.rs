@@ -291,3 +291,38 @@ fn an_import_recounts_stale_stats_as_zookeeper_does_on_load() {
     assert_eq!(stats.data(), Some(&b"count=2,bytes=5"[..]));
     assert_eq!(state.tree().quota_roots().covering("/q/a"), Some("/q"));
 }
+
+/// ZooKeeper's `QuotaMetricsUtilsTest`: quotas under one top-level namespace are summed, a
+/// limit is the hard one if set, else the soft one.
+#[test]
+fn figures_are_summed_per_top_level_namespace() {
+    let mut h = Harness::new(false);
+    for path in [
+        "/ns",
+        "/ns/a",
+        "/ns/a/b",
+        "/ns/c",
+        "/other",
+        "/zookeeper/quota/ns",
+    ] {
+        h.create(path, b"");
+    }
+    h.create("/ns/a/b/x", b"1234");
+    for (parent, root, limits) in [
+        ("/zookeeper/quota/ns/a", "/ns/a/b", limits(10, 100, 5, 50)),
+        ("/zookeeper/quota/ns", "/ns/c", limits(20, 200, -1, -1)),
+    ] {
+        let quota = format!("/zookeeper/quota{root}");
+        h.create(parent, b"");
+        h.create(&quota, b"");
+        h.create(&format!("{quota}/zookeeper_limits"), limits.as_bytes());
+        h.create(&format!("{quota}/zookeeper_stats"), b"");
+    }
+    let f = h.state.tree().quota_figures();
+    let ns = |m: &std::collections::BTreeMap<String, i64>| m.get("ns").copied();
+    assert_eq!(ns(&f.count_limit), Some(5 + 20));
+    assert_eq!(ns(&f.bytes_limit), Some(50 + 200));
+    assert_eq!(ns(&f.count_usage), Some(2 + 1));
+    assert_eq!(ns(&f.bytes_usage), Some(4));
+    assert!(!f.count_limit.contains_key("other"));
+}
