@@ -504,7 +504,10 @@ impl DataTree {
                 _ => {}
             }
         }
-        self.charge_quota(&path::join(parent_path, name), 1, data_len(data));
+        if !self.quotas.is_empty() {
+            // Only then is the new node's path worth building.
+            self.charge_quota(&path::join(parent_path, name), 1, data_len(data));
+        }
         id
     }
 
