@@ -174,8 +174,10 @@ impl View<'_> {
     fn charge_quota(&mut self, path: &str, count: i64, bytes: i64) {
         if let Some(root) = self.tree.quota_roots().covering(path) {
             let pending = self.quota_pending.entry(root.to_owned()).or_default();
-            pending.0 += count;
-            pending.1 += bytes;
+            *pending = (
+                pending.0.saturating_add(count),
+                pending.1.saturating_add(bytes),
+            );
         }
     }
 }
@@ -214,14 +216,14 @@ fn check_quota(
         (
             Measure::Count,
             count,
-            usage.count() + pending_count,
+            usage.count().saturating_add(pending_count),
             limits.count_hard_limit(),
             limits.count(),
         ),
         (
             Measure::Bytes,
             bytes,
-            usage.bytes() + pending_bytes,
+            usage.bytes().saturating_add(pending_bytes),
             limits.byte_hard_limit(),
             limits.bytes(),
         ),
@@ -232,12 +234,14 @@ fn check_quota(
         }
         let hard = hard_limit > -1;
         let limit = if hard { hard_limit } else { soft_limit };
-        if current + diff > limit {
+        // Saturating: the usage and the limits are whatever a client wrote there.
+        let usage = current.saturating_add(diff);
+        if usage > limit {
             view.quota_breaches.push(QuotaBreach {
                 root: root.to_owned(),
                 namespace: quota::top_namespace(path).map(str::to_owned),
                 measure,
-                usage: current + diff,
+                usage,
                 limit,
                 hard,
             });

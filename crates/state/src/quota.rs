@@ -79,9 +79,13 @@ impl StatsTrack {
         self.get(BYTE_HARD_LIMIT)
     }
 
-    /// Adds to the usage (`DataTree.updateQuotaStat`).
+    /// Adds to the usage (`DataTree.updateQuotaStat`). Saturating: a client may have written
+    /// any number there.
     pub fn add(&mut self, count: i64, bytes: i64) {
-        let (c, b) = (self.count() + count, self.bytes() + bytes);
+        let (c, b) = (
+            self.count().saturating_add(count),
+            self.bytes().saturating_add(bytes),
+        );
         self.values.insert(COUNT.to_owned(), c);
         self.values.insert(BYTES.to_owned(), b);
     }
@@ -229,19 +233,30 @@ impl QuotaFigures {
             return;
         };
         let pick = |hard: i64, soft: i64| if hard > -1 { hard } else { soft };
-        *self.count_limit.entry(ns.to_owned()).or_default() +=
-            pick(limits.count_hard_limit(), limits.count());
-        *self.bytes_limit.entry(ns.to_owned()).or_default() +=
-            pick(limits.byte_hard_limit(), limits.bytes());
+        add(
+            &mut self.count_limit,
+            ns,
+            pick(limits.count_hard_limit(), limits.count()),
+        );
+        add(
+            &mut self.bytes_limit,
+            ns,
+            pick(limits.byte_hard_limit(), limits.bytes()),
+        );
     }
 
     pub(crate) fn add_usage(&mut self, root: &str, usage: &StatsTrack) {
         let Some(ns) = top_namespace(root) else {
             return;
         };
-        *self.count_usage.entry(ns.to_owned()).or_default() += usage.count();
-        *self.bytes_usage.entry(ns.to_owned()).or_default() += usage.bytes();
+        add(&mut self.count_usage, ns, usage.count());
+        add(&mut self.bytes_usage, ns, usage.bytes());
     }
+}
+
+fn add(by_namespace: &mut BTreeMap<String, i64>, namespace: &str, value: i64) {
+    let sum = by_namespace.entry(namespace.to_owned()).or_default();
+    *sum = sum.saturating_add(value);
 }
 
 #[cfg(test)]

@@ -326,3 +326,19 @@ fn figures_are_summed_per_top_level_namespace() {
     assert_eq!(ns(&f.bytes_usage), Some(4));
     assert!(!f.count_limit.contains_key("other"));
 }
+
+/// The limits and stats nodes are ordinary nodes a client may write anything into.
+#[test]
+fn numbers_a_client_wrote_never_overflow() {
+    let mut h = Harness::new(true);
+    h.create("/q", b"");
+    h.set_quota(&limits(-1, -1, i64::MAX - 1, i64::MAX - 1));
+    let max = format!("count={},bytes={}", i64::MAX, i64::MAX);
+    h.set(STATS, max.as_bytes());
+    assert_eq!(h.create("/q/a", b"x").err, ErrorCode::QUOTA_EXCEEDED);
+    h.set(LIMITS, limits(-1, -1, -1, -1).as_bytes());
+    assert!(h.create("/q/a", b"x").err.is_ok());
+    assert_eq!(h.data(STATS), max, "the usage stays at the largest number");
+    let figures = h.state.tree().quota_figures();
+    assert_eq!(figures.count_usage.get("q"), Some(&i64::MAX));
+}
