@@ -38,6 +38,9 @@ pub struct Config {
     pub super_digest: Option<String>,
     /// Whether TTL nodes may be created (ZooKeeper's extendedTypesEnabled; Warden default on).
     pub extended_types_enabled: bool,
+    /// Whether quota hard limits refuse writes with QuotaExceeded (ZooKeeper's enforceQuota,
+    /// default off). Only the leader's setting counts: it is stamped into each write.
+    pub enforce_quota: bool,
     /// Whether every read is linearizable, as if the client sent `sync` before it (ClickHouse
     /// Keeper's quorum_reads, without writing reads into the log). Off: ZooKeeper's reads.
     pub linearizable_reads: bool,
@@ -390,6 +393,7 @@ impl Default for Config {
             four_letter_words: vec!["srvr".to_string()],
             super_digest: None,
             extended_types_enabled: true,
+            enforce_quota: false,
             linearizable_reads: false,
             limits: Limits::default(),
             snapshots: Snapshots::default(),
@@ -819,6 +823,7 @@ mod tests {
             four_letter_words: vec!["srvr".into(), "ruok".into(), "mntr".into()],
             super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
             extended_types_enabled: false,
+            enforce_quota: true,
             linearizable_reads: false,
             limits: Limits {
                 frame_bytes_max: 4 << 20,

@@ -685,6 +685,7 @@ impl Session {
                 // The leader stamps its own time when it proposes.
                 time_ms: 0,
                 auth: self.auth.to_vec(),
+                enforce_quota: false,
                 kind,
             },
         };

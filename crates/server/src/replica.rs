@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 use warden_proto::types::{ClientInfo, add_watch_mode, perms};
@@ -23,6 +23,7 @@ use warden_proto::{
     ConnectRequest, ConnectResponse, ErrorCode, Id, Record, ReplyHeader, Request, Response,
     WatcherEvent, Writer, response,
 };
+use warden_state::quota::QuotaBreach;
 use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 
 use crate::consensus::Proposal;
@@ -120,6 +121,49 @@ pub struct Replica {
     outstanding: Outstanding,
     /// Watches one session may hold (`limits.watches_per_session_max`).
     watches_per_session_max: usize,
+    quota_log: QuotaLog,
+}
+
+/// ZooKeeper's `RateLogger` for quota breaches: a line is logged when it differs from the
+/// last one; the same line again is counted, and the count logged once `QUOTA_LOG_INTERVAL`
+/// has passed or another line comes, so a client hammering a full quota costs one line per
+/// interval.
+#[derive(Debug, Default)]
+struct QuotaLog {
+    last: Option<(String, Instant)>,
+    repeats: u64,
+}
+
+/// ZooKeeper's `RateLogger.LOG_INTERVAL`.
+const QUOTA_LOG_INTERVAL: Duration = Duration::from_millis(100);
+
+impl QuotaLog {
+    fn breached(&mut self, breach: &QuotaBreach, now: Instant) {
+        let line = breach.to_string();
+        if let Some((last, at)) = &self.last
+            && *last == line
+        {
+            self.repeats += 1;
+            if now.duration_since(*at) >= QUOTA_LOG_INTERVAL {
+                self.flush();
+                self.last = Some((line, now));
+            }
+            return;
+        }
+        self.flush();
+        tracing::warn!("{line}");
+        self.last = Some((line, now));
+    }
+
+    /// Logs how often the last line came again since it was logged.
+    fn flush(&mut self) {
+        if let Some((last, _)) = &self.last
+            && self.repeats > 0
+        {
+            tracing::warn!("[{} times] {last}", self.repeats);
+        }
+        self.repeats = 0;
+    }
 }
 
 /// Requests received on this server and not answered yet, over every connection: writes in
@@ -196,6 +240,7 @@ impl Replica {
                 reported: None,
             },
             watches_per_session_max: usize::MAX,
+            quota_log: QuotaLog::default(),
         }
     }
 
@@ -816,6 +861,18 @@ impl Replica {
             .filter(|o| o.node == self.node_id && o.incarnation == self.incarnation)
             .filter(|o| self.next_write_in_order(o.connection, o.seq))
             .map(|o| (o.connection, o.xid));
+        // Every replica meets the same breaches; the one answering the client reports them,
+        // as ZooKeeper's leader does in its prep step, so each is logged and counted once.
+        if local.is_some() {
+            for breach in &outcome.quota_breaches {
+                self.quota_log.breached(breach, now);
+                if breach.hard
+                    && let Some(namespace) = &breach.namespace
+                {
+                    self.stats.quota_exceeded.count(namespace);
+                }
+            }
+        }
         match &txn.kind {
             TxnKind::CreateSession { timeout_ms, .. } => {
                 if let Some(id) = outcome.created_session {
@@ -1017,6 +1074,7 @@ mod tests {
             session_id,
             time_ms: 1,
             auth: Vec::new(),
+            enforce_quota: false,
             kind,
         }
     }

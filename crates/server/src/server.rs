@@ -265,6 +265,7 @@ impl Server {
                 tick_time_ms: config.tick_time_ms,
                 flush_wait: LOG_FLUSH_WAIT,
                 snapshot_bytes_max: config.cluster.snapshot_bytes_max,
+                enforce_quota: config.enforce_quota,
             },
             replica.clone(),
         )
@@ -409,6 +410,7 @@ async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
             session_id,
             time_ms: now_ms(),
             auth: Vec::new(),
+            enforce_quota: false,
             kind,
         },
     };

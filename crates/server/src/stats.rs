@@ -186,6 +186,29 @@ impl PerNamespace {
     }
 }
 
+/// Writes refused for going over a quota's hard limit, per top-level namespace of the path
+/// written (ZooKeeper's quota_exceeded_error_per_namespace, labelled `key`).
+#[derive(Debug, Default)]
+pub struct QuotaExceeded {
+    by_key: Mutex<BTreeMap<String, u64>>,
+}
+
+impl QuotaExceeded {
+    pub fn count(&self, namespace: &str) {
+        let mut by_key = self.by_key.lock().expect("namespace lock poisoned");
+        if let Some(n) = by_key.get_mut(namespace) {
+            *n += 1;
+        } else if by_key.len() < NAMESPACES_MAX {
+            by_key.insert(namespace.to_owned(), 1);
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<(String, u64)> {
+        let by_key = self.by_key.lock().expect("namespace lock poisoned");
+        by_key.iter().map(|(k, n)| (k.clone(), *n)).collect()
+    }
+}
+
 /// Sizes of the replies sent to clients, in bytes (ZooKeeper's client_response_stats).
 #[derive(Debug)]
 pub struct ResponseSizes {
@@ -258,6 +281,8 @@ pub struct ServerStats {
     /// Bytes of successful reads and writes per top-level namespace.
     pub reads_per_namespace: PerNamespace,
     pub writes_per_namespace: PerNamespace,
+    /// Writes of this server's clients refused by a quota hard limit.
+    pub quota_exceeded: QuotaExceeded,
     /// Watchers each event fired, by event (ZooKeeper's node_*_watch_count): created,
     /// deleted, data changed, children changed.
     pub watchers_fired: [Summary; 4],

@@ -358,6 +358,7 @@ impl<'a> Reader<'a> {
                 self.config.super_digest = Some(p.value.clone());
             }
             "extendedTypesEnabled" => self.config.extended_types_enabled = self.boolean(p)?,
+            "enforceQuota" => self.config.enforce_quota = self.boolean(p)?,
             // Warden's own: ZooKeeper has no such setting.
             "linearizableReads" => self.config.linearizable_reads = self.boolean(p)?,
             "emulate353TTLNodes" => {
@@ -425,8 +426,8 @@ impl<'a> Reader<'a> {
                     self.unsupported(p, "skipping ACL checks; ACLs are always enforced");
                 }
             }
-            "enforceQuota" | "sessionRequireClientSASLAuth" | "enforce.auth.enabled" => {
-                self.unsupported_if_true(p, "quotas and required authentication are not enforced")?;
+            "sessionRequireClientSASLAuth" | "enforce.auth.enabled" => {
+                self.unsupported_if_true(p, "required authentication is not enforced")?;
             }
             "enforce.auth.schemes" => {}
             _ if name.starts_with("authProvider.") => {

@@ -53,6 +53,7 @@ fn main() {
             session_id: 0,
             time_ms: zxid_time,
             auth: vec![],
+            enforce_quota: false,
             kind: TxnKind::CreateSession {
                 timeout_ms: 10_000,
                 password: vec![0; 16],
@@ -69,6 +70,7 @@ fn main() {
             session_id: session,
             time_ms: zxid_time,
             auth: vec![],
+            enforce_quota: false,
             kind: TxnKind::Request(Request::Create(CreateRequest {
                 path,
                 data: Some(value.clone()),

@@ -7,6 +7,7 @@
 //! - [`acl`]: schemes, permission checks, ACL fix-up, interned ACL lists.
 //! - [`prepare`]: validation of writes against the tree as a multi's earlier operations leave
 //!   it, producing changes that cannot fail.
+//! - [`quota`]: ZooKeeper's quotas: the limits and stats nodes, their text, the quota roots.
 //! - [`state`]: [`State`], the tree plus sessions and the zxid counter; `apply(txn)`.
 //! - [`read`]: reads and the watches they leave.
 //! - [`watch`]: the per-server watch registry and which events each change fires.
@@ -19,6 +20,7 @@
 pub mod acl;
 pub mod path;
 pub mod prepare;
+pub mod quota;
 pub mod read;
 pub mod restore;
 pub mod snapshot;

@@ -1,6 +1,9 @@
 //! Validation of writes, as ZooKeeper's `PrepRequestProcessor` does it: each operation is
 //! checked against the tree as earlier operations of the same multi would leave it (a
 //! [`View`]), and turns into a resolved [`Change`] that cannot fail when committed.
+//!
+//! Quota hard limits are checked here too, where ZooKeeper's leader checks them; as every
+//! replica validates the same transaction against the same tree, they all agree.
 
 use std::sync::Arc;
 
@@ -12,6 +15,7 @@ use warden_proto::{Acl, CreateMode, ErrorCode, Id, OpCode, Request};
 
 use crate::acl;
 use crate::path;
+use crate::quota::{self, Measure, QuotaBreach, StatsTrack};
 use crate::tree::{self, DataTree, NodeKind};
 
 /// What validation needs of a node.
@@ -23,6 +27,8 @@ pub struct NodeInfo {
     pub ephemeral_owner: i64,
     pub num_children: usize,
     pub acl: Arc<[Acl]>,
+    /// Bytes of data, as a quota counts them.
+    pub data_len: i64,
 }
 
 /// The tree as the operations prepared so far would leave it.
@@ -30,6 +36,10 @@ pub struct View<'a> {
     tree: &'a DataTree,
     pending: HashMap<String, Option<NodeInfo>>,
     removed_subtrees: Vec<String>,
+    /// Nodes and bytes the operations prepared so far add to each quota root.
+    quota_pending: HashMap<String, (i64, i64)>,
+    /// Limits the operations prepared so far went over.
+    pub quota_breaches: Vec<QuotaBreach>,
 }
 
 impl<'a> View<'a> {
@@ -38,6 +48,8 @@ impl<'a> View<'a> {
             tree,
             pending: HashMap::new(),
             removed_subtrees: Vec::new(),
+            quota_pending: HashMap::new(),
+            quota_breaches: Vec::new(),
         }
     }
 
@@ -61,6 +73,7 @@ impl<'a> View<'a> {
             ephemeral_owner: s.ephemeral_owner,
             num_children: n.num_children(),
             acl: self.tree.acl_table().get(n.acl_id()).clone(),
+            data_len: n.data().map_or(0, |d| d.len() as i64),
         })
     }
 
@@ -90,6 +103,8 @@ pub struct Caller<'a> {
     pub session_id: i64,
     pub auth: &'a [Id],
     pub ttl_enabled: bool,
+    /// Whether hard quota limits refuse writes (the transaction's `enforce_quota`).
+    pub enforce_quota: bool,
 }
 
 /// A validated write, ready to commit.
@@ -154,6 +169,91 @@ fn check_version(expected: i32, current: i32) -> Result<(), ErrorCode> {
     }
 }
 
+impl View<'_> {
+    /// Records what a prepared write adds to the quota covering `path`.
+    fn charge_quota(&mut self, path: &str, count: i64, bytes: i64) {
+        if let Some(root) = self.tree.quota_roots().covering(path) {
+            let pending = self.quota_pending.entry(root.to_owned()).or_default();
+            *pending = (
+                pending.0.saturating_add(count),
+                pending.1.saturating_add(bytes),
+            );
+        }
+    }
+}
+
+/// `ZooKeeperServer.checkQuota`: a write that adds `count` nodes and `bytes` bytes under a
+/// quota is refused with QuotaExceeded if it takes the usage over a hard limit; over a soft
+/// limit it goes ahead, noted. The usage is the stats node's plus what earlier operations of
+/// the same multi add (ZooKeeper's leader reads only the committed stats, so a multi could
+/// overshoot there). Nothing is checked unless the leader enforces quotas.
+fn check_quota(
+    path: &str,
+    count: i64,
+    bytes: i64,
+    caller: &Caller<'_>,
+    view: &mut View<'_>,
+) -> Result<(), ErrorCode> {
+    if !caller.enforce_quota {
+        return Ok(());
+    }
+    let tree = view.tree;
+    let Some(root) = tree.quota_roots().covering(path) else {
+        return Ok(());
+    };
+    let read = |p: &str| {
+        tree.get(p)
+            .map(|n| StatsTrack::parse(n.data().unwrap_or_default()))
+    };
+    let (Some(limits), Some(usage)) = (
+        read(&quota::limits_path(root)),
+        read(&quota::stats_path(root)),
+    ) else {
+        return Ok(());
+    };
+    let (pending_count, pending_bytes) = view.quota_pending.get(root).copied().unwrap_or_default();
+    let checks = [
+        (
+            Measure::Count,
+            count,
+            usage.count().saturating_add(pending_count),
+            limits.count_hard_limit(),
+            limits.count(),
+        ),
+        (
+            Measure::Bytes,
+            bytes,
+            usage.bytes().saturating_add(pending_bytes),
+            limits.byte_hard_limit(),
+            limits.bytes(),
+        ),
+    ];
+    for (measure, diff, current, hard_limit, soft_limit) in checks {
+        if diff == 0 || (hard_limit < 0 && soft_limit < 0) {
+            continue;
+        }
+        let hard = hard_limit > -1;
+        let limit = if hard { hard_limit } else { soft_limit };
+        // Saturating: the usage and the limits are whatever a client wrote there.
+        let usage = current.saturating_add(diff);
+        if usage > limit {
+            view.quota_breaches.push(QuotaBreach {
+                root: root.to_owned(),
+                namespace: quota::top_namespace(path).map(str::to_owned),
+                measure,
+                usage,
+                limit,
+                hard,
+            });
+            if hard {
+                return Err(ErrorCode::QUOTA_EXCEEDED);
+            }
+        }
+    }
+    view.charge_quota(path, count, bytes);
+    Ok(())
+}
+
 /// Validates one write operation against `view` and records its effect there.
 pub fn prepare(
     req: &Request,
@@ -192,8 +292,13 @@ pub fn prepare(
             valid(&r.path)?;
             let node = view.get(&r.path).ok_or(ErrorCode::NO_NODE)?;
             check_acl(&node, acl::WRITE, caller)?;
+            let data_len = r.data.as_ref().map_or(0, |d| d.len() as i64);
+            check_quota(&r.path, 0, data_len - node.data_len, caller, view)?;
             check_version(r.version, node.version)?;
-            view.update(&r.path, |n| n.version = n.version.wrapping_add(1));
+            view.update(&r.path, |n| {
+                n.version = n.version.wrapping_add(1);
+                n.data_len = data_len;
+            });
             Ok(Change::SetData {
                 path: r.path.clone(),
                 data: r.data.clone(),
@@ -289,6 +394,8 @@ fn create(
     if path::is_within(parent_path, crate::system::KEEPER) {
         return Err(ErrorCode::BAD_ARGUMENTS);
     }
+    let data_len = r.data.as_ref().map_or(0, |d| d.len() as i64);
+    check_quota(&path, 1, data_len, caller, view)?;
     let parent_cversion = parent.cversion.wrapping_add(1);
     let ephemeral_owner = match op {
         OpCode::CreateContainer => tree::CONTAINER_OWNER,
@@ -309,6 +416,7 @@ fn create(
             ephemeral_owner,
             num_children: 0,
             acl: acl.clone().into(),
+            data_len,
         }),
     );
     Ok(Change::Create {
@@ -340,6 +448,9 @@ fn delete(
     check_version(version, node.version)?;
     if node.num_children > 0 {
         return Err(ErrorCode::NOT_EMPTY);
+    }
+    if caller.enforce_quota {
+        view.charge_quota(path, -1, -node.data_len);
     }
     view.update(parent_path, |p| p.num_children -= 1);
     view.pending.insert(path.to_owned(), None);

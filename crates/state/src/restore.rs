@@ -232,7 +232,8 @@ impl Restore {
         }
     }
 
-    /// The rebuilt state. The next session id is left for the first new session to choose
+    /// The rebuilt state, its quota usage recounted as ZooKeeper recounts it when it loads
+    /// its files. The next session id is left for the first new session to choose
     /// from its time, as on a fresh server (ZooKeeper's ids carry their creation time too).
     ///
     /// `/zookeeper/config` describes the ensemble that wrote the files, not the servers that
@@ -240,6 +241,7 @@ impl Restore {
     /// holds a dynamic configuration it is emptied (as on a new server, which then writes its
     /// own membership there); returns whether it was.
     pub fn finish(mut self) -> (State, bool) {
+        self.state.tree.recount_quotas();
         let config = crate::system::CONFIG;
         let reset = self
             .state

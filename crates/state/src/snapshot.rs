@@ -326,13 +326,14 @@ fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotEr
         open.push((ordinal as u32, id, path));
     }
     let stored = r.i64()? as u64;
-    let tree = tree.ok_or_else(|| corrupt("no root"))?;
+    let mut tree = tree.ok_or_else(|| corrupt("no root"))?;
     if tree.digest() != stored {
         return Err(SnapshotError::Digest {
             stored,
             rebuilt: tree.digest(),
         });
     }
+    tree.index_quotas();
     Ok(State {
         config,
         tree,

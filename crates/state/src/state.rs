@@ -101,7 +101,9 @@ impl State {
             TxnKind::Request(Request::Multi(ops)) => self.apply_multi(txn, ops, time, &mut out),
             TxnKind::Request(req) => {
                 let caller = self.caller(txn);
-                let prepared = prepare(req, &caller, &mut View::new(&self.tree));
+                let mut view = View::new(&self.tree);
+                let prepared = prepare(req, &caller, &mut view);
+                out.quota_breaches = view.quota_breaches;
                 match prepared {
                     Ok(change) => {
                         let (_, body) = self.commit(change, time, &mut out);
@@ -144,6 +146,7 @@ impl State {
             session_id: txn.session_id,
             auth: &txn.auth,
             ttl_enabled: self.config.ttl_enabled,
+            enforce_quota: txn.enforce_quota,
         }
     }
 
@@ -170,6 +173,7 @@ impl State {
                 }
             }
         }
+        out.quota_breaches = view.quota_breaches;
         if let Some((failed, err)) = failure {
             let results = (0..ops.len())
                 .map(|i| match i.cmp(&failed) {
@@ -408,6 +412,7 @@ mod tests {
             session_id,
             time_ms,
             auth: Vec::new(),
+            enforce_quota: false,
             kind,
         }
     }

@@ -6,6 +6,10 @@
 //!
 //! The tree keeps a digest, a wrapping sum of one hash per node over its path, data, stat and
 //! ACL, updated on every change, so two replicas can compare whole trees in O(1).
+//!
+//! It also keeps ZooKeeper's quota usage: every create, delete and setData under a quota root
+//! rewrites that quota's stats node in place (no zxid, version or mtime), as ZooKeeper's
+//! `DataTree` does ([`crate::quota`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,6 +21,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::path;
+use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
 
 /// Index of a node in the arena.
 pub type NodeId = u32;
@@ -190,6 +195,11 @@ impl Node {
     }
 }
 
+/// A node's bytes as a quota counts them.
+fn data_len(data: Option<&[u8]>) -> i64 {
+    data.map_or(0, |d| d.len() as i64)
+}
+
 fn pack(name: &str, data: Option<&[u8]>) -> (Box<[u8]>, u32) {
     let mut bytes = Vec::with_capacity(name.len() + data.map_or(0, <[u8]>::len));
     bytes.extend_from_slice(name.as_bytes());
@@ -302,6 +312,8 @@ pub struct DataTree {
     ttls: BTreeSet<NodeId>,
     digest: u64,
     live: usize,
+    /// Paths with a quota: a function of the limits nodes, rebuilt when a tree is loaded.
+    quotas: QuotaRoots,
 }
 
 fn child_hash(parent: NodeId, name: &str) -> u64 {
@@ -334,6 +346,7 @@ impl DataTree {
             ttls: BTreeSet::new(),
             digest: 0,
             live: 1,
+            quotas: QuotaRoots::default(),
         };
         tree.digest = tree.node_hash("/", ROOT);
         tree
@@ -482,6 +495,19 @@ impl DataTree {
             pn.cversion = parent_cversion;
             pn.pzxid = stat.czxid;
         });
+        // `DataTree.createNode`: a new limits node makes a quota root, a new stats node is
+        // filled with its subtree's usage, and the quota covering the node counts it.
+        if let Some(root) = quota::root_of(parent_path) {
+            match name {
+                quota::LIMITS_NODE => self.quotas.insert(root),
+                quota::STATS_NODE => self.recount_quota(root),
+                _ => {}
+            }
+        }
+        if !self.quotas.is_empty() {
+            // Only then is the new node's path worth building.
+            self.charge_quota(&path::join(parent_path, name), 1, data_len(data));
+        }
         id
     }
 
@@ -575,7 +601,15 @@ impl DataTree {
             0,
             "delete of a node with children"
         );
-        let (parent_path, _) = path::split_parent(path).expect("absolute path");
+        let (parent_path, name) = path::split_parent(path).expect("absolute path");
+        // `DataTree.deleteNode`: a deleted limits node ends its quota; the covering quota
+        // uncounts the node.
+        if name == quota::LIMITS_NODE
+            && let Some(root) = quota::root_of(parent_path)
+        {
+            self.quotas.remove(root);
+        }
+        self.charge_quota(path, -1, -data_len(self.node(id).data()));
         self.digest = self.digest.wrapping_sub(self.node_hash(path, id));
         let parent = self.nodes[id as usize].parent;
         self.modify(parent_path, parent, |t, p| {
@@ -624,6 +658,8 @@ impl DataTree {
 
     /// Replaces a node's data and bumps what setData bumps.
     pub fn set_data(&mut self, path: &str, id: NodeId, data: Option<&[u8]>, zxid: i64, time: i64) {
+        let grown = data_len(data) - data_len(self.node(id).data());
+        self.charge_quota(path, 0, grown);
         self.modify(path, id, |t, id| {
             let n = &mut t.nodes[id as usize];
             let (bytes, name_len) = pack(n.name(), data);
@@ -666,12 +702,100 @@ impl DataTree {
     /// Sets a system node's data without touching its stat (used at start-up only).
     pub fn put_system_data(&mut self, path: &str, data: &[u8]) {
         let id = self.lookup(path).expect("system node exists");
+        self.replace_data(path, id, data);
+    }
+
+    /// Replaces a node's data and nothing else: no version, zxid or time moves.
+    fn replace_data(&mut self, path: &str, id: NodeId, data: &[u8]) {
         self.modify(path, id, |t, id| {
             let n = &mut t.nodes[id as usize];
             let (bytes, name_len) = pack(n.name(), Some(data));
             n.bytes = bytes;
             n.name_len = name_len;
         });
+    }
+
+    /// The paths that have a quota.
+    pub fn quota_roots(&self) -> &QuotaRoots {
+        &self.quotas
+    }
+
+    /// Adds `count` nodes and `bytes` bytes to the usage of the quota covering `path`, if any
+    /// (`DataTree.updateQuotaStat`); a quota without a stats node counts nothing.
+    fn charge_quota(&mut self, path: &str, count: i64, bytes: i64) {
+        let Some(root) = self.quotas.covering(path) else {
+            return;
+        };
+        let stats_path = quota::stats_path(root);
+        let Some(id) = self.lookup(&stats_path) else {
+            return;
+        };
+        let mut usage = StatsTrack::parse(self.node(id).data().unwrap_or_default());
+        usage.add(count, bytes);
+        self.replace_data(&stats_path, id, usage.to_string().as_bytes());
+    }
+
+    /// Writes the usage of the subtree at `root`, itself included, into its quota's stats node
+    /// (`DataTree.updateQuotaForPath`).
+    fn recount_quota(&mut self, root: &str) {
+        let stats_path = quota::stats_path(root);
+        let Some(stats) = self.lookup(&stats_path) else {
+            return;
+        };
+        let (mut count, mut bytes) = (0, 0);
+        let mut stack: Vec<NodeId> = self.lookup(root).into_iter().collect();
+        while let Some(id) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            count += 1;
+            bytes += data_len(n.data());
+            stack.extend_from_slice(n.children());
+        }
+        let usage = StatsTrack::usage(count, bytes).to_string();
+        self.replace_data(&stats_path, stats, usage.as_bytes());
+    }
+
+    /// Finds the quota roots again from the limits nodes, for a tree built without
+    /// [`DataTree::create`] (a loaded snapshot). The stats nodes are kept as saved: they are
+    /// replicated data, and a recount could tell one replica something another was not told.
+    pub(crate) fn index_quotas(&mut self) {
+        self.quotas.clear();
+        let mut stack: Vec<NodeId> = self.lookup(crate::system::QUOTA).into_iter().collect();
+        while let Some(id) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            stack.extend_from_slice(n.children());
+            if n.name() == quota::LIMITS_NODE {
+                let parent = self.path_of(n.parent);
+                if let Some(root) = quota::root_of(&parent) {
+                    self.quotas.insert(root);
+                }
+            }
+        }
+    }
+
+    /// Recounts the usage of every quota, as ZooKeeper does when it loads its own files
+    /// (`DataTree.setupQuota`): their stats may be stale.
+    pub(crate) fn recount_quotas(&mut self) {
+        self.index_quotas();
+        let roots: Vec<String> = self.quotas.iter().map(str::to_owned).collect();
+        for root in roots {
+            self.recount_quota(&root);
+        }
+    }
+
+    /// The limits and usage of every quota, summed per top-level namespace; a node with null
+    /// data is passed over, as ZooKeeper's `QuotaMetricsUtils` passes it over.
+    pub fn quota_figures(&self) -> QuotaFigures {
+        let mut figures = QuotaFigures::default();
+        let data = |p: &str| self.get(p).and_then(|n| n.data()).map(StatsTrack::parse);
+        for root in self.quotas.iter() {
+            if let Some(limits) = data(&quota::limits_path(root)) {
+                figures.add_limits(root, &limits);
+            }
+            if let Some(usage) = data(&quota::stats_path(root)) {
+                figures.add_usage(root, &usage);
+            }
+        }
+        figures
     }
 
     /// Heap and arena bytes this tree holds, for memory accounting (an estimate of what the

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use warden_proto::{Acl, ErrorCode, EventType, Id, Request, Response};
 
+use crate::quota::QuotaBreach;
+
 /// One replicated transaction. Everything `apply` needs arrives inside it: the session, the
 /// identities the connection authenticated as, and the time, stamped by the leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +15,10 @@ pub struct Txn {
     pub time_ms: i64,
     /// The connection's identities (ip, digest, super), checked against ACLs.
     pub auth: Vec<Id>,
+    /// Whether hard quota limits hold for this write: the `enforceQuota` of the leader that
+    /// proposed it, stamped as it proposes (ZooKeeper checks quotas in its leader's prep
+    /// step), so that every replica decides alike whatever its own setting.
+    pub enforce_quota: bool,
     pub kind: TxnKind,
 }
 
@@ -60,6 +66,9 @@ pub struct Outcome {
     pub triggers: Vec<Trigger>,
     /// Container nodes whose last child went in this transaction: cleanup candidates.
     pub emptied_containers: Vec<String>,
+    /// Quota limits the transaction's writes went over (refused if hard), for the log and
+    /// the metrics of the server that answers the client.
+    pub quota_breaches: Vec<QuotaBreach>,
 }
 
 impl Outcome {
@@ -71,6 +80,7 @@ impl Outcome {
             created_session: None,
             triggers: Vec::new(),
             emptied_containers: Vec::new(),
+            quota_breaches: Vec::new(),
         }
     }
 }

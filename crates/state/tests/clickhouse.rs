@@ -20,6 +20,7 @@ impl Keeper {
                 session_id: 0,
                 time_ms: 1,
                 auth: vec![],
+                enforce_quota: false,
                 kind: TxnKind::CreateSession {
                     timeout_ms: 10_000,
                     password: vec![0; 16],
@@ -35,6 +36,7 @@ impl Keeper {
             session_id: self.session,
             time_ms: 2,
             auth: vec![],
+            enforce_quota: false,
             kind: TxnKind::Request(req),
         })
     }

@@ -186,6 +186,7 @@ impl Replay {
             session_id: self.session,
             time_ms: self.time,
             auth: self.auth.clone(),
+            enforce_quota: false,
             kind,
         })
     }

@@ -28,6 +28,7 @@ impl Harness {
             session_id,
             time_ms: self.time,
             auth: auth.to_vec(),
+            enforce_quota: false,
             kind,
         })
     }

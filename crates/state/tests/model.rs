@@ -260,6 +260,7 @@ impl Generator {
             session_id,
             time_ms: self.time_ms,
             auth: r.pick(&self.identities).clone(),
+            enforce_quota: false,
             kind,
         })
     }

@@ -15,6 +15,7 @@ fn populated(parents: usize, per_parent: usize) -> State {
             session_id,
             time_ms: time,
             auth: vec![],
+            enforce_quota: false,
             kind,
         })
     };
@@ -88,6 +89,7 @@ fn applying_after_a_reload_matches_applying_without_one() {
             session_id: session,
             time_ms: 1,
             auth: vec![],
+            enforce_quota: false,
             kind: TxnKind::CloseSession,
         });
     }

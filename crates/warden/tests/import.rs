@@ -12,8 +12,9 @@
 //! some sessions are left open, the whole tree is read by a super user, and ZooKeeper is
 //! killed with SIGKILL. Then a copy of its data directory is imported, `warden server` is
 //! started on the result, and every node (data, every Stat field, ACL, children) must read
-//! exactly as ZooKeeper served it; the next write's zxid must follow ZooKeeper's last; a
-//! session left open on ZooKeeper must resume on Warden with its id and password.
+//! exactly as ZooKeeper served it (a quota's usage in its stats node included); the next
+//! write's zxid must follow ZooKeeper's last; a session left open on ZooKeeper must resume on
+//! Warden with its id and password.
 //!
 //! After the last phase the data founds a 3-server Warden cluster (each member imports it for
 //! its own zoo.cfg): every member serves ZooKeeper's tree. Then the newest log gets the first
@@ -211,6 +212,24 @@ async fn workload(port: u16, phase: usize, rng: &mut fastrand::Rng) -> Vec<Clien
         .unwrap();
     }
     if phase == 0 {
+        // A quota over the busiest subtree, as zkCli's setquota makes it: its usage must read
+        // the same after fuzzy snapshots, ZooKeeper's restarts and the import (both recount).
+        for (path, data) in [
+            (format!("/zookeeper/quota{root}"), ""),
+            (format!("/zookeeper/quota{root}/w"), ""),
+            (
+                format!("/zookeeper/quota{root}/w/zookeeper_limits"),
+                "count=100,bytes=-1=;byteHardLimit=-1;countHardLimit=-1",
+            ),
+            (
+                format!("/zookeeper/quota{root}/w/zookeeper_stats"),
+                "count=0,bytes=0",
+            ),
+        ] {
+            timed("create", admin.create(&path, data.as_bytes(), &open_acl()))
+                .await
+                .unwrap();
+        }
         for batch in 0..BULK_NODES / BULK_PER_MULTI {
             let mut multi = admin.new_multi_writer();
             for i in 0..BULK_PER_MULTI {

@@ -322,6 +322,7 @@ clientPort=$PORT
 clientPortAddress=127.0.0.1
 maxClientCnxns=0
 4lw.commands.whitelist=*
+enforceQuota=true
 EOF
   echo "# server under test: $COMPAT_SERVER on $HP"
   if compat_start "$ZKCLI_DIR/zoo.cfg" "$SERVER_LOG" 2>"$ZKCLI_DIR/start.err"; then
@@ -534,6 +535,67 @@ zkcli_session() {
     sess_send jb "quit"
     if sess_exit jb; then ok "zkCli jb: quit ends the client"; else not_ok "zkCli jb: quit ends the client (killed)"; fi
   fi
+}
+
+# zkCli's quota commands against a server with enforceQuota=true: the usage kept in the stats
+# node in place, soft limits that refuse nothing, hard limits that do ("Quota has exceeded").
+zkcli_quota_session() {
+  local R=/zkcli-q
+  local STATS=/zookeeper/quota/zkcli-q/zookeeper_stats LIMITS=/zookeeper/quota/zkcli-q/zookeeper_limits
+  j_open jq || return 0
+  j_cmd jq "create $R q"
+  check "zkCli create $R q" line "Created $R"
+  j_cmd jq "setquota -n 3 $R"
+  check "zkCli setquota -n 3 $R: prints nothing" eval '[[ -z "$OUT" ]]'
+  j_cmd jq "listquota $R"
+  check "zkCli listquota $R: 'absolute path is $LIMITS'" line "absolute path is $LIMITS"
+  check "zkCli listquota $R: 'Output quota for $R count=3,bytes=-1=;byteHardLimit=-1;countHardLimit=-1'" \
+    line "Output quota for $R count=3,bytes=-1=;byteHardLimit=-1;countHardLimit=-1"
+  check "zkCli listquota $R: 'Output stat for $R count=1,bytes=1' (the root and its data counted)" \
+    line "Output stat for $R count=1,bytes=1"
+  local n
+  for n in a b c; do
+    j_cmd jq "create $R/$n $n"
+    check "zkCli create $R/$n: a soft limit refuses nothing" line "Created $R/$n"
+  done
+  j_cmd jq "get -s $STATS"
+  check "zkCli get -s $STATS: 'count=4,bytes=4'" line "count=4,bytes=4"
+  check "zkCli get -s $STATS: changed in place (dataVersion = 0, mZxid = cZxid)" \
+    eval 'line "dataVersion = 0" && [[ -n "$(field cZxid)" && "$(field cZxid)" == "$(field mZxid)" ]]'
+  j_cmd jq "setquota -N 5 $R"
+  check "zkCli setquota -N 5 $R: the client's warning about the soft count" \
+    line "[Warning]: the count quota you create is less than the existing count:4"
+  j_cmd jq "create $R/d d"
+  check "zkCli create $R/d: the 5th node is within countHardLimit=5" line "Created $R/d"
+  j_cmd jq "create $R/e e"
+  check "zkCli create $R/e: 'Quota has exceeded : $R/e' (QuotaExceeded, -125)" line "Quota has exceeded : $R/e"
+  j_cmd jq "setquota -B 10 $R"
+  j_cmd jq "set $R/a 12345678901"
+  check "zkCli set $R/a with 11 bytes: 'Quota has exceeded : $R/a' (byteHardLimit=10)" \
+    line "Quota has exceeded : $R/a"
+  j_cmd jq "setquota -b 100 $R"
+  j_cmd jq "listquota $R"
+  check "zkCli listquota $R after -N/-B/-b: 'Output quota for $R count=3,bytes=100=;byteHardLimit=10;countHardLimit=5'" \
+    line "Output quota for $R count=3,bytes=100=;byteHardLimit=10;countHardLimit=5"
+  check "zkCli listquota $R: 'Output stat for $R count=5,bytes=5' (refused writes left no trace)" \
+    line "Output stat for $R count=5,bytes=5"
+  j_cmd jq "delquota -N $R"
+  j_cmd jq "listquota $R"
+  check "zkCli delquota -N $R: countHardLimit=-1" \
+    line "Output quota for $R count=3,bytes=100=;byteHardLimit=10;countHardLimit=-1"
+  j_cmd jq "setquota -n 2 $R/a"
+  check "zkCli setquota -n 2 $R/a: '$R/a has a parent $R which has a quota'" \
+    line "$R/a has a parent $R which has a quota"
+  j_cmd jq "delquota $R"
+  j_cmd jq "listquota $R"
+  check "zkCli delquota $R then listquota: 'quota for $R does not exist.'" line "quota for $R does not exist."
+  j_cmd jq "ls /zookeeper/quota"
+  check "zkCli ls /zookeeper/quota after delquota: '[]'" line "[]"
+  j_cmd jq "create $R/e e"
+  check "zkCli create $R/e without a quota" line "Created $R/e"
+  j_cmd jq "deleteall $R"
+  sess_send jq "quit"
+  if sess_exit jq; then ok "zkCli jq: quit ends the client"; else not_ok "zkCli jq: quit ends the client (killed)"; fi
 }
 
 # ================================================================================================
@@ -901,6 +963,7 @@ if section single && single_server_start; then
   T0=$SECONDS
   if ((JAVA_OK)); then
     zkcli_session
+    zkcli_quota_session
     echo "# zkCli sessions took $((SECONDS - T0)) s"
   fi
   T0=$SECONDS

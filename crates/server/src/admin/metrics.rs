@@ -222,6 +222,21 @@ fn zookeeper(
         "write_per_namespace",
         &stats.writes_per_namespace.snapshot(BASIC),
     );
+    let quotas = ctx.replica().state().tree().quota_figures();
+    for (name, by_key) in [
+        ("quota_count_limit_per_namespace", &quotas.count_limit),
+        ("quota_bytes_limit_per_namespace", &quotas.bytes_limit),
+        ("quota_count_usage_per_namespace", &quotas.count_usage),
+        ("quota_bytes_usage_per_namespace", &quotas.bytes_usage),
+    ] {
+        out.by_key(name, "gauge", by_key.iter().map(|(k, v)| (k, *v as f64)));
+    }
+    let exceeded = stats.quota_exceeded.snapshot();
+    out.by_key(
+        "quota_exceeded_error_per_namespace",
+        "counter",
+        exceeded.iter().map(|(k, n)| (k, *n as f64)),
+    );
     let [created, deleted, changed, children] = &stats.watchers_fired;
     out.summary("node_created_watch_count", &created.snapshot(BASIC));
     out.summary("node_deleted_watch_count", &deleted.snapshot(BASIC));
@@ -353,6 +368,25 @@ impl Exposition {
         self.summary_samples(name, "", s);
     }
 
+    /// A gauge or counter set: one sample per `key` label value, as ZooKeeper's
+    /// per-namespace families (none before there is a value).
+    fn by_key<'a>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        values: impl Iterator<Item = (&'a String, f64)>,
+    ) {
+        self.head(name, kind);
+        for (key, v) in values {
+            let _ = writeln!(
+                self.text,
+                "{name}{{key=\"{}\",}} {}",
+                label_value(key),
+                java_double(v)
+            );
+        }
+    }
+
     /// A summary set: one summary per `key` label value, as ZooKeeper's per-namespace
     /// families (none before the first observation).
     fn summaries_by_key(&mut self, name: &str, by_key: &[(String, SummarySnapshot)]) {
@@ -442,6 +476,23 @@ mod tests {
         assert_eq!(java_double(0.0), "0.0");
         assert_eq!(java_double(4.3333), "4.3333");
         assert_eq!(java_double(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn gauge_sets_are_labelled_by_key() {
+        let mut out = Exposition::default();
+        let key = "q".to_owned();
+        out.by_key(
+            "quota_count_limit_per_namespace",
+            "gauge",
+            [(&key, 3.0)].into_iter(),
+        );
+        assert_eq!(
+            out.text,
+            "# HELP quota_count_limit_per_namespace quota_count_limit_per_namespace\n\
+             # TYPE quota_count_limit_per_namespace gauge\n\
+             quota_count_limit_per_namespace{key=\"q\",} 3.0\n"
+        );
     }
 
     #[test]

@@ -341,6 +341,7 @@ fn own(kind: TxnKind) -> Proposal {
             session_id: 0,
             time_ms: 0,
             auth: Vec::new(),
+            enforce_quota: false,
             kind,
         },
     }

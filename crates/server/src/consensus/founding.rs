@@ -101,6 +101,7 @@ mod tests {
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,
                 snapshot_bytes_max: 1 << 30,
+                enforce_quota: false,
             },
             replica.clone(),
         )
@@ -122,6 +123,7 @@ mod tests {
                 session_id: 0,
                 time_ms: 0,
                 auth: Vec::new(),
+                enforce_quota: false,
                 kind: TxnKind::CreateSession {
                     timeout_ms: 10_000,
                     password: vec![0; 16],

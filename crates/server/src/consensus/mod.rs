@@ -74,6 +74,9 @@ pub struct Options {
     pub flush_wait: Duration,
     /// The largest snapshot this server accepts from a leader.
     pub snapshot_bytes_max: u64,
+    /// Whether the writes this server proposes while it leads are checked against quota
+    /// hard limits (ZooKeeper's enforceQuota).
+    pub enforce_quota: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -274,6 +277,7 @@ pub struct Consensus {
     committed: network::Committed,
     recovery: Arc<rejoin::Recovery>,
     snapshot_bytes_max: u64,
+    enforce_quota: bool,
 }
 
 fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
@@ -429,6 +433,7 @@ impl Consensus {
             committed,
             recovery,
             snapshot_bytes_max: options.snapshot_bytes_max,
+            enforce_quota: options.enforce_quota,
         };
         if standalone {
             consensus
@@ -467,6 +472,11 @@ impl Consensus {
         });
     }
 
+    fn stamp(&self, proposal: &mut Proposal) {
+        proposal.txn.time_ms = crate::replica::now_ms();
+        proposal.txn.enforce_quota = self.enforce_quota;
+    }
+
     /// Appends a proposal to the log if this server leads. Its outcome reaches the client
     /// through the replica of the server the client is connected to, when it is applied; if
     /// it never enters the log, or a new leader discards it, `failed` is called instead.
@@ -476,8 +486,9 @@ impl Consensus {
         failed: impl FnOnce(ProposeError) + Send + 'static,
     ) {
         // Only a leader's proposal enters the log, so every transaction carries the leader's
-        // time; the state machine keeps it from going backwards across leaders.
-        proposal.txn.time_ms = crate::replica::now_ms();
+        // time (the state machine keeps it from going backwards across leaders) and the
+        // leader's quota enforcement, which every replica then applies alike.
+        self.stamp(&mut proposal);
         let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
             if let Err(e) = result {
                 failed(match e {
@@ -634,7 +645,7 @@ impl Consensus {
 
     /// Proposes like [`Consensus::propose`] and waits until the entry is applied here.
     pub async fn propose_and_wait(&self, mut proposal: Proposal) -> Result<(), ProposeError> {
-        proposal.txn.time_ms = crate::replica::now_ms();
+        self.stamp(&mut proposal);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
             let _ = tx.send(result.map(|_| ()).map_err(|e| match e {
@@ -933,6 +944,7 @@ mod tests {
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,
                 snapshot_bytes_max: 1 << 30,
+                enforce_quota: false,
             },
             replica,
         )
@@ -953,6 +965,7 @@ mod tests {
                 session_id: 0,
                 time_ms: 0,
                 auth: Vec::new(),
+                enforce_quota: false,
                 kind: TxnKind::CloseSession,
             },
         };

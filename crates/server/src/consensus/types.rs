@@ -59,8 +59,10 @@ mod tag {
 
 /// Version byte of the encoding below, first in every entry. Version 1 (one-node servers)
 /// had no incarnation or sequence in the origin; its entries are still read, with both 0,
-/// which no live connection has.
-const PROPOSAL_FORMAT: u8 = 2;
+/// which no live connection has. Versions 1 and 2 had no quota flag: their writes were
+/// made when Warden enforced no quota, and are read as such.
+const PROPOSAL_FORMAT: u8 = 3;
+const PROPOSAL_FORMAT_V2: u8 = 2;
 const PROPOSAL_FORMAT_V1: u8 = 1;
 
 impl Proposal {
@@ -83,6 +85,7 @@ impl Proposal {
         let txn = &self.txn;
         w.write_i64(txn.session_id);
         w.write_i64(txn.time_ms);
+        w.write_bool(txn.enforce_quota);
         w.write_vec(&txn.auth, |w, id| id.encode(w));
         match &txn.kind {
             TxnKind::CreateSession {
@@ -118,7 +121,7 @@ impl Proposal {
     pub fn decode(bytes: &[u8]) -> Result<Proposal, DecodeError> {
         let mut r = Reader::new(bytes);
         let format = r.read_u8()?;
-        if format != PROPOSAL_FORMAT && format != PROPOSAL_FORMAT_V1 {
+        if ![PROPOSAL_FORMAT, PROPOSAL_FORMAT_V2, PROPOSAL_FORMAT_V1].contains(&format) {
             return Err(DecodeError::InvalidValue {
                 field: "proposal format",
                 value: format.into(),
@@ -147,6 +150,7 @@ impl Proposal {
         };
         let session_id = r.read_i64()?;
         let time_ms = r.read_i64()?;
+        let enforce_quota = format == PROPOSAL_FORMAT && r.read_bool()?;
         let auth = r.read_vec(8, Id::decode)?;
         let kind = match r.read_u8()? {
             tag::CREATE_SESSION => TxnKind::CreateSession {
@@ -181,6 +185,7 @@ impl Proposal {
                 session_id,
                 time_ms,
                 auth,
+                enforce_quota,
                 kind,
             },
         })
@@ -316,6 +321,7 @@ mod tests {
                 scheme: "digest".into(),
                 id: "alice:x".into(),
             }],
+            enforce_quota: true,
             kind,
         };
         roundtrip(Proposal {
@@ -381,6 +387,20 @@ mod tests {
             (o.node, o.incarnation, o.connection, o.seq, o.xid),
             (1, 0, 7, 0, 42)
         );
+        assert_eq!(p.txn.kind, TxnKind::CloseSession);
+    }
+
+    #[test]
+    fn entries_from_before_quotas_are_read_as_unenforced() {
+        let mut w = Writer::new();
+        w.write_u8(PROPOSAL_FORMAT_V2);
+        w.write_bool(false);
+        w.write_i64(0x1234);
+        w.write_i64(1_700_000_000_000);
+        w.write_vec(&Vec::<Id>::new(), |w, id| id.encode(w));
+        w.write_u8(tag::CLOSE_SESSION);
+        let p = Proposal::decode(&w.into_bytes()).unwrap();
+        assert!(!p.txn.enforce_quota);
         assert_eq!(p.txn.kind, TxnKind::CloseSession);
     }
 

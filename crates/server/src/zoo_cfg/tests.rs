@@ -309,6 +309,7 @@ fn zookeeper_system_properties_with_or_without_their_prefix() {
         let c = config(&format!(
             "{prefix}DigestAuthenticationProvider.superDigest={digest}\n\
              {prefix}extendedTypesEnabled=false\n\
+             {prefix}enforceQuota=true\n\
              {prefix}znode.container.checkIntervalMs=1000\n\
              {prefix}znode.container.maxNeverUsedIntervalMs=0x7530\n\
              {prefix}znode.container.maxPerMinute=600\n\
@@ -321,6 +322,7 @@ fn zookeeper_system_properties_with_or_without_their_prefix() {
         ));
         assert_eq!(c.super_digest.as_deref(), Some(digest));
         assert!(!c.extended_types_enabled);
+        assert!(c.enforce_quota);
         assert_eq!(c.containers.check_interval_ms, 1000);
         assert_eq!(c.containers.never_used_interval_ms, 30_000);
         assert_eq!(c.containers.deletes_per_minute_max, 600);
@@ -603,7 +605,6 @@ fn settings_warden_does_not_honour_warn() {
         "sslQuorum=true",
         "quorum.auth.enableSasl=true",
         "quorumListenOnAllIPs=true",
-        "zookeeper.enforceQuota=true",
         "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
         "metricsProvider.className=com.example.StatsdProvider",
         "oraclePath=/oracle",
@@ -681,6 +682,7 @@ fn each_bad_value_is_an_error_naming_key_value_and_line() {
         "reconfigEnabled=yes",
         "extendedTypesEnabled=yes",
         "zookeeper.extendedTypesEnabled=1",
+        "enforceQuota=yes",
         "snapCount=lots",
         "jute.maxbuffer=0",
         "jute.maxbuffer=1M",
