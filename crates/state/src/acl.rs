@@ -404,16 +404,24 @@ mod tests {
     /// the ZooKeeper server when persisting the ACL."
     #[test]
     fn sasl_ids_match_as_zookeepers_sasl_provider() {
-        let acl = vec![acl(perms::READ, "sasl", "jaasuser")];
-        assert!(permits(&acl, perms::READ, &[Id::new("sasl", "jaasuser")]));
-        assert!(!permits(&acl, perms::READ, &[Id::new("sasl", "other")]));
+        let sasl_acl = vec![acl(perms::READ, "sasl", "jaasuser")];
+        assert!(permits(
+            &sasl_acl,
+            perms::READ,
+            &[Id::new("sasl", "jaasuser")]
+        ));
         assert!(!permits(
-            &acl,
+            &sasl_acl,
+            perms::READ,
+            &[Id::new("sasl", "other")]
+        ));
+        assert!(!permits(
+            &sasl_acl,
             perms::READ,
             &[Id::new("digest", "jaasuser")]
         ));
         // A SASL user named super passes every sasl ACL, and only those.
-        assert!(permits(&acl, perms::READ, &[Id::new("sasl", "super")]));
+        assert!(permits(&sasl_acl, perms::READ, &[Id::new("sasl", "super")]));
         let digest_acl = vec![acl(perms::READ, "digest", "u:x")];
         assert!(!permits(
             &digest_acl,
