@@ -1144,6 +1144,11 @@ mod tests {
             ),
             ("[containers]\ncheck_interval_ms = 0", "check_interval_ms"),
             (
+                "[auth]\nrequired_schemes = [\"sasl\"]",
+                "\"sasl\", which is not available",
+            ),
+            ("[auth]\njaas_section = \"\"", "jaas_section is empty"),
+            (
                 "[[cluster.members]]\nid = 1\nhost = \"a\"\npeer_port = 2888",
                 "cluster.my_id is required",
             ),
