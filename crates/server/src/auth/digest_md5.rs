@@ -173,8 +173,11 @@ impl DigestResponse {
         expect("realm", &text("realm")?, REALM, false)?;
         expect("nonce", &text("nonce")?, nonce, false)?;
         let cnonce = text("cnonce")?;
-        // One response per nonce: the count is 1.
-        expect("nc", &text("nc")?, "00000001", false)?;
+        // One response per nonce: the count is 1 (read as hex, as the JDK reads it).
+        let nc = text("nc")?;
+        if u32::from_str_radix(&nc, 16) != Ok(1) {
+            expect("nc", &nc, "00000001", false)?;
+        }
         let qop = match self.text("qop")? {
             None => "auth".to_owned(),
             Some(qop) if qop == "auth" => qop,
@@ -195,7 +198,7 @@ impl DigestResponse {
             password,
             nonce,
             cnonce: &cnonce,
-            nc: "00000001",
+            nc: &nc,
             qop: &qop,
             digest_uri: &digest_uri,
             authzid: authzid.as_deref(),
