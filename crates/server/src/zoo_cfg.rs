@@ -109,10 +109,11 @@ impl Config {
 
     /// [`Config::from_zoo_cfg`] for a server whose start script would pass `jvm_flags` to
     /// ZooKeeper's JVM (zkServer.sh passes `SERVER_JVMFLAGS` and `JVMFLAGS`, split on blanks).
-    /// Of those, the JAAS settings are taken: `-Djava.security.auth.login.config=FILE`,
-    /// `-Dzookeeper.sasl.serverconfig=SECTION`, `-Dzookeeper.superUser[.N]=USER`; the
-    /// zoo.cfg's keys win over them, as ZooKeeper sets its system properties from zoo.cfg
-    /// after the JVM has started. Every other ZooKeeper setting belongs in the zoo.cfg.
+    /// Of those, the SASL settings are taken: `-Djava.security.auth.login.config=FILE`,
+    /// `-Dzookeeper.sasl.serverconfig=SECTION`, `-Dzookeeper.superUser[.N]=USER`,
+    /// `-Dzookeeper.authProvider.N=...SASLAuthenticationProvider`; the zoo.cfg's keys win over
+    /// them, as ZooKeeper sets its system properties from zoo.cfg after the JVM has started.
+    /// Every other ZooKeeper setting belongs in the zoo.cfg.
     pub fn from_zoo_cfg_with_jvm_flags(
         path: impl AsRef<Path>,
         jvm_flags: &str,
@@ -263,6 +264,9 @@ impl<'a> Reader<'a> {
                 Some(name) if is_super_user_key(name) => {
                     self.sasl_super_users
                         .insert(name.to_owned(), value.to_owned());
+                }
+                Some(name) if name.starts_with("authProvider.") && value == SASL_PROVIDER => {
+                    self.config.auth.sasl_scheme = true;
                 }
                 _ => {}
             }
@@ -485,6 +489,18 @@ impl<'a> Reader<'a> {
                     .split(',')
                     .map(|s| java_trim(s).to_owned())
                     .collect();
+            }
+            "allowSaslFailedClients" => {
+                self.unsupported_if_true(p, "a failed SASL exchange always closes its connection")?;
+            }
+            "letAnySaslUserDoX" => {
+                self.unsupported(
+                    p,
+                    "a sasl ACL matches its own user and a user named super only",
+                );
+            }
+            "SASLAuthenticationProvider.superPassword" => {
+                self.unsupported(p, "the super user's password comes from the JAAS file only");
             }
             "sasl.serverconfig" => {
                 if p.value.is_empty() {

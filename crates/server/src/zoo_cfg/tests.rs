@@ -604,6 +604,9 @@ fn settings_warden_does_not_honour_warn() {
         "quorum.auth.enableSasl=true",
         "quorumListenOnAllIPs=true",
         "zookeeper.enforceQuota=true",
+        "allowSaslFailedClients=true",
+        "letAnySaslUserDoX=jaasuser",
+        "SASLAuthenticationProvider.superPassword=secret",
         "authProvider.1=com.example.KerberosAuthenticationProvider",
         "metricsProvider.className=com.example.StatsdProvider",
         "oraclePath=/oracle",
@@ -645,7 +648,8 @@ fn jaas_settings_come_from_jvm_flags_and_zoo_cfg_wins() {
     )
     .unwrap();
     let flags = "-Xmx512m -Djava.security.auth.login.config=/etc/zk/jaas.conf \
-                 -Dzookeeper.sasl.serverconfig=FromFlags -Dzookeeper.superUser=admin -Dother=1";
+                 -Dzookeeper.sasl.serverconfig=FromFlags -Dzookeeper.superUser=admin -Dother=1 \
+                 -Dzookeeper.authProvider.3=org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
     let (c, warnings) = Config::from_zoo_cfg_with_jvm_flags(&path, flags).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(
@@ -654,6 +658,7 @@ fn jaas_settings_come_from_jvm_flags_and_zoo_cfg_wins() {
     );
     assert_eq!(c.auth.jaas_section, "FromFile");
     assert_eq!(c.auth.sasl_super_users, ["admin"]);
+    assert!(c.auth.sasl_scheme);
 }
 
 #[test]
