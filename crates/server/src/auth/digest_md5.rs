@@ -8,7 +8,7 @@
 //!
 //! The exchange is three tokens: the client's empty first token, answered with the
 //! challenge; the client's digest-response, answered with `rspauth=...` when it proves the
-//! password. Anything else is an [`Refused`] error, never a panic. This module does no IO:
+//! password. Anything else is a [`Refused`] error, never a panic. This module does no IO:
 //! the nonce's random bytes are handed in.
 
 use std::collections::HashMap;
