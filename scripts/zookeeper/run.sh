@@ -12,6 +12,9 @@
 # Environment:
 #   ZK_HEAP       max heap, default 2g (-Xmx and -Xms)
 #   ZK_JVM_OPTS   extra JVM options, e.g. "-Dzookeeper.extendedTypesEnabled=true"
+#   SERVER_JVMFLAGS, JVMFLAGS  also passed to the JVM, after ZK_JVM_OPTS, as zkServer.sh passes
+#                 them (e.g. "-Djava.security.auth.login.config=jaas.conf"; Warden reads its
+#                 JAAS settings from the same variables)
 #   ZK_LOG_LEVEL  slf4j-simple default level (default info)
 #   WARDEN_CACHE  cache dir (default <repo>/.cache)
 # The AdminServer (HTTP) is disabled: install.sh does not fetch Jetty. Four-letter words work on
@@ -49,6 +52,6 @@ exec java \
   -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd'T'HH:mm:ss.SSS" \
   -Dorg.slf4j.simpleLogger.logFile=System.err \
   -Dzookeeper.admin.enableServer="${ZK_ADMIN_SERVER:-false}" \
-  ${ZK_JVM_OPTS:-} \
+  ${ZK_JVM_OPTS:-} ${SERVER_JVMFLAGS:-} ${JVMFLAGS:-} \
   -cp "$ZK_HOME/lib/*" \
   "$MAIN" "$CFG"

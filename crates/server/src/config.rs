@@ -58,6 +58,8 @@ pub struct Config {
     pub admin: Admin,
     /// The Prometheus metrics endpoint.
     pub metrics: Metrics,
+    /// SASL authentication, the `sasl` ACL scheme, required authentication.
+    pub auth: Auth,
     /// The zoo.cfg this server was started from, which it keeps up to date with the
     /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
     /// never rewritten.
@@ -162,6 +164,72 @@ impl Default for Cluster {
             reconfig_enabled: false,
             standalone_enabled: true,
         }
+    }
+}
+
+/// SASL DIGEST-MD5 client authentication, the `sasl` ACL scheme and required authentication
+/// (docs/security.md). The passwords stay in the JAAS file; nothing here is secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Auth {
+    /// Whether ACLs may name the `sasl` scheme (zoo.cfg:
+    /// `authProvider.N=org.apache.zookeeper.server.auth.SASLAuthenticationProvider`).
+    pub sasl_scheme: bool,
+    /// The JAAS login file whose section `jaas_section` lists the SASL users as
+    /// `user_<name>="<password>"` (ZooKeeper's `-Djava.security.auth.login.config`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jaas_file: Option<PathBuf>,
+    /// The section of `jaas_file` (ZooKeeper's `zookeeper.sasl.serverconfig`).
+    pub jaas_section: String,
+    /// SASL users who pass every ACL check, as the super digest's holder does
+    /// (`zookeeper.superUser`, `zookeeper.superUser.N`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sasl_super_users: Vec<String>,
+    /// Schemes one of which a client must have authenticated with before any request but
+    /// `auth` and SASL; empty for none. ZooKeeper's `enforce.auth.enabled` with
+    /// `enforce.auth.schemes`; `sessionRequireClientSASLAuth=true` is `["sasl"]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub required_schemes: Vec<String>,
+}
+
+impl Default for Auth {
+    fn default() -> Self {
+        Auth {
+            sasl_scheme: false,
+            jaas_file: None,
+            jaas_section: JAAS_SECTION_DEFAULT.to_owned(),
+            sasl_super_users: Vec::new(),
+            required_schemes: Vec::new(),
+        }
+    }
+}
+
+impl Auth {
+    /// Whether the SASL failure of a client is answered SessionClosedRequireSaslAuth rather
+    /// than AuthFailed (ZooKeeper's `AuthenticationHelper.isSaslAuthRequired`).
+    pub fn sasl_required(&self) -> bool {
+        self.required_schemes.iter().any(|s| s == "sasl")
+    }
+
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        // As ZooKeeper's AuthenticationHelper: a required scheme must have a provider.
+        for scheme in &self.required_schemes {
+            let available = match scheme.as_str() {
+                "digest" | "ip" => true,
+                "sasl" => self.sasl_scheme,
+                _ => false,
+            };
+            if !available {
+                return Err(InvalidConfig(format!(
+                    "auth required_schemes names {scheme:?}, which is not available (digest, \
+                     ip, and sasl with sasl_scheme = true)"
+                )));
+            }
+        }
+        if self.jaas_section.is_empty() {
+            return Err(InvalidConfig("auth jaas_section is empty".into()));
+        }
+        Ok(())
     }
 }
 
@@ -374,6 +442,8 @@ pub const SNAPSHOTS_RETAINED_COUNT_MIN: u32 = 3;
 pub const SNAPSHOT_INTERVAL_TXNS_MIN: u64 = 2;
 /// The wildcard address a bare clientPort listens on.
 pub const WILDCARD_HOST: &str = "0.0.0.0";
+/// The JAAS section ZooKeeper's server takes its SASL users from.
+pub const JAAS_SECTION_DEFAULT: &str = "Server";
 /// ZooKeeper's admin.serverPort default (JettyAdminServer.DEFAULT_PORT).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 /// ZooKeeper's admin.commandURL default.
@@ -402,6 +472,7 @@ impl Default for Config {
             cluster: Cluster::default(),
             admin: Admin::default(),
             metrics: Metrics::default(),
+            auth: Auth::default(),
             zoo_cfg: None,
             source_text: None,
         }
@@ -538,6 +609,7 @@ impl Config {
         self.containers.validate()?;
         self.admin.validate()?;
         self.metrics.validate()?;
+        self.auth.validate()?;
         self.cluster.validate()
     }
 
@@ -888,6 +960,13 @@ mod tests {
                 process: false,
                 ..Metrics::default()
             },
+            auth: Auth {
+                sasl_scheme: true,
+                jaas_file: Some("/etc/warden/jaas.conf".into()),
+                jaas_section: "WardenServer".into(),
+                sasl_super_users: vec!["admin".into()],
+                required_schemes: vec!["sasl".into()],
+            },
             zoo_cfg: None,
             source_text: None,
         }
@@ -1069,6 +1148,11 @@ mod tests {
                 "snapshots_retained_count",
             ),
             ("[containers]\ncheck_interval_ms = 0", "check_interval_ms"),
+            (
+                "[auth]\nrequired_schemes = [\"sasl\"]",
+                "\"sasl\", which is not available",
+            ),
+            ("[auth]\njaas_section = \"\"", "jaas_section is empty"),
             (
                 "[[cluster.members]]\nid = 1\nhost = \"a\"\npeer_port = 2888",
                 "cluster.my_id is required",

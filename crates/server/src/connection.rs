@@ -18,11 +18,12 @@ use tokio::sync::oneshot;
 use warden_proto::frame::{self, FRAME_PREFIX_BYTES};
 use warden_proto::{
     ConnectRequest, DecodeError, ErrorCode, Id, Reader, Record, ReplyHeader, Request,
-    RequestHeader, Response,
+    RequestHeader, Response, Writer,
 };
 use warden_state::{Txn, TxnKind, acl};
 
 use crate::admin;
+use crate::auth::digest_md5::{DigestMd5, NONCE_RANDOM_BYTES, Refused, Step};
 use crate::cluster::forward::SYNC_APPLY_TIMEOUT;
 use crate::cluster::membership::{self, is_reconfig};
 use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
@@ -61,6 +62,13 @@ enum Closed {
     UnknownOp { xid: i32, op: i32 },
     #[error("authentication with scheme {0:?} failed")]
     AuthFailed(String),
+    #[error("SASL authentication failure: {0}")]
+    SaslFailed(Refused),
+    #[error(
+        "a request (opcode {op}) before authenticating with any of the required schemes \
+         {schemes:?}; answered SessionClosedRequireSaslAuth"
+    )]
+    AuthRequired { op: i32, schemes: Vec<String> },
     #[error("session {session:#x} has seen zxid {client_zxid:#x}, this server only {our_zxid:#x}")]
     ClientAhead {
         session: i64,
@@ -185,6 +193,21 @@ fn reads_state(request: &Request) -> bool {
     )
 }
 
+/// Whether a write names a `sasl` id in an ACL it sets.
+fn names_sasl_acl(request: &Request) -> bool {
+    let acl = match request {
+        Request::Create(r)
+        | Request::Create2(r)
+        | Request::CreateContainer(r)
+        | Request::CreateIfNotExists(r) => &r.acl,
+        Request::CreateTtl(r) => &r.acl,
+        Request::SetAcl(r) => &r.acl,
+        Request::Multi(ops) => return ops.iter().any(names_sasl_acl),
+        _ => return false,
+    };
+    acl.iter().any(|a| a.id.scheme == "sasl")
+}
+
 /// Serves one accepted connection to its end.
 pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
@@ -233,6 +256,7 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         auth,
         out: out.clone(),
         read_only,
+        sasl: None,
     };
     let result = tokio::select! {
         r = session.run(&mut reader, &progress) => r,
@@ -268,6 +292,8 @@ struct Session {
     out: outbound::Outbound,
     /// Connected in read-only mode (no quorum): reads only.
     read_only: bool,
+    /// The SASL exchange, once the client has started one.
+    sasl: Option<DigestMd5>,
 }
 
 impl Session {
@@ -569,6 +595,16 @@ impl Session {
         };
         match request {
             Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
+            Request::Sasl(sasl) => self.sasl(header.xid, &sasl.token),
+            request if !self.authenticated_as_required() => {
+                // ZooKeeper's AuthenticationHelper.enforceAuthentication: no body, then the
+                // connection is closed.
+                self.reply(header.xid, 0, ErrorCode::SESSION_CLOSED_REQUIRE_SASL_AUTH);
+                Err(Closed::AuthRequired {
+                    op: request.op() as i32,
+                    schemes: self.ctx.config.auth.required_schemes.clone(),
+                })
+            }
             Request::CloseSession if self.read_only => {
                 // A read-only session is this server's alone: closing it is closing the
                 // connection.
@@ -587,9 +623,15 @@ impl Session {
                 );
                 Ok(())
             }
-            Request::Sasl(_) => {
-                self.reply(header.xid, 0, ErrorCode::AUTH_FAILED);
-                Err(Closed::AuthFailed("sasl".into()))
+            request
+                if request.is_write()
+                    && !self.ctx.config.auth.sasl_scheme
+                    && names_sasl_acl(&request) =>
+            {
+                // The state machine takes sasl ids; a server without ZooKeeper's SASL
+                // provider refuses them, as ZooKeeper's fixupACL does.
+                self.local(header.xid, request, received, Some(ErrorCode::INVALID_ACL));
+                Ok(())
             }
             request if request.is_write() => {
                 let kind = match request {
@@ -615,6 +657,82 @@ impl Session {
         }
     }
 
+    /// Whether the client has authenticated with one of the schemes the server requires
+    /// (all is well when it requires none).
+    fn authenticated_as_required(&self) -> bool {
+        let required = &self.ctx.config.auth.required_schemes;
+        required.is_empty() || self.auth.iter().any(|id| required.contains(&id.scheme))
+    }
+
+    /// One SASL token (ZooKeeper's `processSasl`). Success adds `sasl:<user>`, and `super`
+    /// for a configured super user; a refused token is answered AuthFailed (or
+    /// SessionClosedRequireSaslAuth when SASL is required) with a null token, and the
+    /// connection is closed.
+    fn sasl(&mut self, xid: i32, token: &[u8]) -> Result<(), Closed> {
+        let Some(users) = &self.ctx.sasl_users else {
+            // What a ZooKeeper without a JAAS Server section answers: OK, a null token.
+            tracing::debug!("a SASL token, but there are no SASL users (no JAAS section)");
+            self.sasl_reply(xid, ErrorCode::OK, None);
+            return Ok(());
+        };
+        let exchange = self.sasl.get_or_insert_with(|| {
+            let mut random = [0u8; NONCE_RANDOM_BYTES];
+            getrandom::fill(&mut random).expect("the OS gives random bytes");
+            DigestMd5::new(random)
+        });
+        match exchange.step(token, &users.0) {
+            Ok(Step::Continue(challenge)) => {
+                self.sasl_reply(xid, ErrorCode::OK, Some(challenge));
+                Ok(())
+            }
+            Ok(Step::Authenticated { user, token }) => {
+                let auth = &self.ctx.config.auth;
+                let mut ids = vec![Id::new("sasl", user.clone())];
+                if auth.sasl_super_users.contains(&user) {
+                    ids.push(acl::super_id());
+                }
+                tracing::info!(
+                    session = format_args!("{:#x}", self.session_id),
+                    "SASL authentication of {user:?}{}",
+                    if ids.len() > 1 { ", a super user" } else { "" }
+                );
+                self.add_auth(ids);
+                self.sasl_reply(xid, ErrorCode::OK, Some(token));
+                Ok(())
+            }
+            Err(refused) => {
+                let err = if self.ctx.config.auth.sasl_required() {
+                    ErrorCode::SESSION_CLOSED_REQUIRE_SASL_AUTH
+                } else {
+                    ErrorCode::AUTH_FAILED
+                };
+                self.sasl_reply(xid, err, None);
+                Err(Closed::SaslFailed(refused))
+            }
+        }
+    }
+
+    /// A SetSASLResponse, whose token ZooKeeper sends even with an error (null then).
+    fn sasl_reply(&self, xid: i32, err: ErrorCode, token: Option<Vec<u8>>) {
+        let mut w = Writer::new();
+        ReplyHeader { xid, zxid: 0, err }.encode(&mut w);
+        token.encode(&mut w);
+        self.out.send(w.into_bytes());
+    }
+
+    fn add_auth(&mut self, ids: Vec<Id>) {
+        let mut auth = self.auth.to_vec();
+        for id in ids {
+            if !auth.contains(&id) {
+                auth.push(id);
+            }
+        }
+        self.auth = Arc::from(auth);
+        self.ctx
+            .replica()
+            .set_auth(self.connection, self.auth.clone());
+    }
+
     /// `addauth`: only the digest scheme exists here, as in a ZooKeeper without extra
     /// authentication providers. A failure is answered AuthFailed and ends the connection.
     fn authenticate(&mut self, xid: i32, scheme: &str, credential: &[u8]) -> Result<(), Closed> {
@@ -628,16 +746,7 @@ impl Session {
             self.reply(xid, 0, ErrorCode::AUTH_FAILED);
             return Err(Closed::AuthFailed(scheme.to_owned()));
         }
-        let mut auth = self.auth.to_vec();
-        for id in ids {
-            if !auth.contains(&id) {
-                auth.push(id);
-            }
-        }
-        self.auth = Arc::from(auth);
-        self.ctx
-            .replica()
-            .set_auth(self.connection, self.auth.clone());
+        self.add_auth(ids);
         self.reply(xid, 0, ErrorCode::OK);
         Ok(())
     }

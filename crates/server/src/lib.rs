@@ -14,6 +14,7 @@
 //!   leadership (session expiry, container and TTL cleanup on the leader; session reports to
 //!   it from followers; closing clients when not serving), shutdown.
 //! - [`connection`]: one client connection: handshake, request dispatch, bad-input handling.
+//! - [`auth`]: SASL DIGEST-MD5 and the JAAS file its users come from.
 //! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
 //! - [`sessions`]: the session tracker: deadlines, touches, expiry.
 //! - [`cluster`]: the peer protocol, the peer listener, and followers' writes forwarded to the
@@ -25,6 +26,7 @@
 //! - [`stats`]: counters for the admin commands.
 
 pub mod admin;
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod connection;

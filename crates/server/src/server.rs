@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
 use crate::admin;
+use crate::auth;
 use crate::cluster::{self, forward::Forwarder};
 use crate::config::Config;
 use crate::connection;
@@ -49,6 +50,8 @@ pub struct Context {
     pub admin_addr: Option<SocketAddr>,
     /// Where `/metrics` is served, if it is.
     pub metrics_addr: Option<SocketAddr>,
+    /// The SASL DIGEST-MD5 users, if the JAAS file names any section of that name.
+    pub sasl_users: Option<auth::jaas::Users>,
     connections: Mutex<Connections>,
 }
 
@@ -154,6 +157,8 @@ impl Context {
 pub enum StartError {
     #[error(transparent)]
     Consensus(#[from] consensus::StartError),
+    #[error(transparent)]
+    Jaas(#[from] auth::jaas::JaasError),
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
         addr: String,
@@ -176,6 +181,28 @@ pub enum StartError {
     },
 }
 
+/// Says where the SASL users come from, and how many there are (never their passwords).
+fn log_sasl_users(config: &Config, users: Option<&auth::jaas::Users>) {
+    let auth = &config.auth;
+    let Some(file) = &auth.jaas_file else {
+        return;
+    };
+    match users {
+        Some(users) => tracing::info!(
+            "SASL DIGEST-MD5: {} users from section {:?} of {}",
+            users.0.len(),
+            auth.jaas_section,
+            file.display()
+        ),
+        // As ZooKeeper, which then runs without SASL.
+        None => tracing::warn!(
+            "the JAAS file {} has no section {:?}: no SASL authentication",
+            file.display(),
+            auth.jaas_section
+        ),
+    }
+}
+
 /// A started server. Dropping it does not stop it; call [`Server::shutdown`].
 pub struct Server {
     ctx: Arc<Context>,
@@ -186,6 +213,8 @@ impl Server {
     /// Opens the data, replays it, starts listening for clients (and, in a cluster, for the
     /// other servers), and returns.
     pub async fn start(config: Config) -> Result<Server, StartError> {
+        let sasl_users = auth::sasl_users(&config.auth)?;
+        log_sasl_users(&config, sasl_users.as_ref());
         let node_id = config.cluster.my_id.unwrap_or(1);
         let listen = &config.client_listen;
         let listener = TcpListener::bind((listen.host.as_str(), listen.port))
@@ -302,6 +331,7 @@ impl Server {
             client_addr,
             admin_addr,
             metrics_addr,
+            sasl_users,
             connections: Mutex::new(Connections::default()),
         });
         let mut tasks = vec![

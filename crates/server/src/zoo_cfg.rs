@@ -53,6 +53,9 @@ pub const ZOOKEEPER_TICK_TIME_MS_DEFAULT: u32 = 3000;
 const PROMETHEUS_PROVIDER: &str =
     "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
 const PROMETHEUS_PORT_DEFAULT: u16 = 7000;
+const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+/// The JVM system property naming the JAAS login file (`-D` in SERVER_JVMFLAGS/JVMFLAGS).
+const JAAS_FILE_PROPERTY: &str = "java.security.auth.login.config";
 /// ZooKeeper computes 20 × tickTime in a 32-bit int.
 const TICK_TIME_MS_MAX: i64 = i32::MAX as i64 / SESSION_TIMEOUT_TICKS_MAX as i64;
 
@@ -101,9 +104,24 @@ impl Config {
     /// Reads a ZooKeeper zoo.cfg, the `myid` file in its dataDir, and the file its
     /// `dynamicConfigFile` names, if any. Returns the config and what was not taken as written.
     pub fn from_zoo_cfg(path: impl AsRef<Path>) -> Result<(Config, Vec<Warning>), ConfigError> {
+        Config::from_zoo_cfg_with_jvm_flags(path, "")
+    }
+
+    /// [`Config::from_zoo_cfg`] for a server whose start script would pass `jvm_flags` to
+    /// ZooKeeper's JVM (zkServer.sh passes `SERVER_JVMFLAGS` and `JVMFLAGS`, split on blanks).
+    /// Of those, the SASL settings are taken: `-Djava.security.auth.login.config=FILE`,
+    /// `-Dzookeeper.sasl.serverconfig=SECTION`, `-Dzookeeper.superUser[.N]=USER`,
+    /// `-Dzookeeper.authProvider.N=...SASLAuthenticationProvider`; the zoo.cfg's keys win over
+    /// them, as ZooKeeper sets its system properties from zoo.cfg after the JVM has started.
+    /// Every other ZooKeeper setting belongs in the zoo.cfg.
+    pub fn from_zoo_cfg_with_jvm_flags(
+        path: impl AsRef<Path>,
+        jvm_flags: &str,
+    ) -> Result<(Config, Vec<Warning>), ConfigError> {
         let path = path.as_ref();
         let properties = read_properties(path)?;
         let mut reader = Reader::new(path);
+        reader.jvm_flags(jvm_flags);
         for property in reader.last_of_each_key(properties) {
             reader.apply(&property)?;
         }
@@ -160,6 +178,12 @@ struct Reader<'a> {
     prometheus: bool,
     metrics_host: Option<String>,
     metrics_port: Option<u16>,
+    /// `enforce.auth.enabled`, `enforce.auth.schemes`, `sessionRequireClientSASLAuth`.
+    enforce_auth: Option<At<bool>>,
+    enforce_auth_schemes: Vec<String>,
+    require_sasl: bool,
+    /// `superUser.N` values by key, so that a key set twice counts once.
+    sasl_super_users: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Reader<'a> {
@@ -191,6 +215,10 @@ impl<'a> Reader<'a> {
             prometheus: false,
             metrics_host: None,
             metrics_port: None,
+            enforce_auth: None,
+            enforce_auth_schemes: Vec::new(),
+            require_sasl: false,
+            sasl_super_users: Default::default(),
         }
     }
 
@@ -219,6 +247,30 @@ impl<'a> Reader<'a> {
             }
         }
         kept
+    }
+
+    fn jvm_flags(&mut self, flags: &str) {
+        for flag in flags.split_whitespace() {
+            let Some((key, value)) = flag.strip_prefix("-D").and_then(|f| f.split_once('=')) else {
+                continue;
+            };
+            match key.strip_prefix("zookeeper.") {
+                None if key == JAAS_FILE_PROPERTY && !value.is_empty() => {
+                    self.config.auth.jaas_file = Some(PathBuf::from(value));
+                }
+                Some("sasl.serverconfig") if !value.is_empty() => {
+                    self.config.auth.jaas_section = value.to_owned();
+                }
+                Some(name) if is_super_user_key(name) => {
+                    self.sasl_super_users
+                        .insert(name.to_owned(), value.to_owned());
+                }
+                Some(name) if name.starts_with("authProvider.") && value == SASL_PROVIDER => {
+                    self.config.auth.sasl_scheme = true;
+                }
+                _ => {}
+            }
+        }
     }
 
     fn apply(&mut self, p: &Property) -> Result<(), ConfigError> {
@@ -426,15 +478,45 @@ impl<'a> Reader<'a> {
                     self.unsupported(p, "skipping ACL checks; ACLs are always enforced");
                 }
             }
-            "sessionRequireClientSASLAuth" | "enforce.auth.enabled" => {
-                self.unsupported_if_true(p, "required authentication is not enforced")?;
+            "sessionRequireClientSASLAuth" => self.require_sasl = self.boolean(p)?,
+            "enforce.auth.enabled" => self.enforce_auth = Some(self.at(p, self.boolean(p)?)),
+            "enforce.auth.schemes" => {
+                // As ZooKeeper: split on ',' and trimmed.
+                self.enforce_auth_schemes = p
+                    .value
+                    .split(',')
+                    .map(|s| java_trim(s).to_owned())
+                    .collect();
             }
-            "enforce.auth.schemes" => {}
+            "allowSaslFailedClients" => {
+                self.unsupported_if_true(p, "a failed SASL exchange always closes its connection")?;
+            }
+            "letAnySaslUserDoX" => {
+                self.unsupported(
+                    p,
+                    "a sasl ACL matches its own user and a user named super only",
+                );
+            }
+            "SASLAuthenticationProvider.superPassword" => {
+                self.unsupported(p, "the super user's password comes from the JAAS file only");
+            }
+            "sasl.serverconfig" => {
+                if p.value.is_empty() {
+                    return Err(self.bad(p, "empty: the name of a section of the JAAS file"));
+                }
+                self.config.auth.jaas_section = p.value.clone();
+            }
+            _ if is_super_user_key(name) => {
+                self.sasl_super_users
+                    .insert(name.to_owned(), p.value.clone());
+            }
             _ if name.starts_with("authProvider.") => {
-                if !p.value.ends_with(".DigestAuthenticationProvider")
+                if p.value == SASL_PROVIDER {
+                    self.config.auth.sasl_scheme = true;
+                } else if !p.value.ends_with(".DigestAuthenticationProvider")
                     && !p.value.ends_with(".IPAuthenticationProvider")
                 {
-                    self.unsupported(p, "authentication schemes other than digest and ip");
+                    self.unsupported(p, "authentication schemes other than digest, ip and sasl");
                 }
             }
             _ if is_zookeeper_tuning(name) => {}
@@ -454,6 +536,7 @@ impl<'a> Reader<'a> {
         self.resolve_client_listen()?;
         self.resolve_endpoints();
         self.resolve_four_letter_words();
+        self.resolve_auth()?;
         self.config.zoo_cfg = Some(ZooCfgFiles {
             path: self.path.to_path_buf(),
             dynamic_version: self.dynamic_version,
@@ -618,6 +701,33 @@ impl<'a> Reader<'a> {
                 ));
             }
         };
+        Ok(())
+    }
+
+    /// ZooKeeper's `AuthenticationHelper`: sessionRequireClientSASLAuth=true requires sasl
+    /// whatever enforce.auth.* say; otherwise enforce.auth.enabled=true requires one of
+    /// enforce.auth.schemes, which may not be empty (each must have a provider:
+    /// `Auth::validate`).
+    fn resolve_auth(&mut self) -> Result<(), ConfigError> {
+        let auth = &mut self.config.auth;
+        auth.sasl_super_users
+            .extend(std::mem::take(&mut self.sasl_super_users).into_values());
+        if self.require_sasl {
+            auth.required_schemes = vec!["sasl".to_owned()];
+        } else if let Some(enabled) = self.enforce_auth.as_ref().filter(|e| e.value) {
+            let schemes: Vec<String> = std::mem::take(&mut self.enforce_auth_schemes)
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect();
+            if schemes.is_empty() {
+                return Err(self.invalid(format!(
+                    "enforce.auth.enabled=true (line {}) needs enforce.auth.schemes, as in \
+                     ZooKeeper",
+                    enabled.line
+                )));
+            }
+            auth.required_schemes = schemes;
+        }
         Ok(())
     }
 
@@ -896,6 +1006,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// `zookeeper.superUser` and `zookeeper.superUser.<anything>` (ZooKeeper's
+/// `isSaslSuperUser` looks at every property of that form).
+fn is_super_user_key(name: &str) -> bool {
+    name.strip_prefix("superUser")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
 /// System properties that tune ZooKeeper's own machinery (its request pipeline, log files,
 /// threads, caches, TLS for a secure port Warden does not have): nothing in Warden corresponds.
 fn is_zookeeper_tuning(name: &str) -> bool {
@@ -929,7 +1046,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "throttledOpWaitTime",
         "jute.maxbuffer.extrasize",
         "X509AuthenticationProvider.superUser",
-        "superUser",
     ];
     const PREFIXES: &[&str] = &[
         "admin.",

@@ -57,9 +57,24 @@ pub fn permits(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
 fn scheme_matches(acl_id: &Id, who: &str) -> bool {
     match acl_id.scheme.as_str() {
         "ip" => ip_matches(&acl_id.id, who),
-        "digest" | "x509" | "sasl" => acl_id.id == who,
+        "digest" | "x509" => acl_id.id == who,
+        // `SASLAuthenticationProvider.matches`: a SASL user named "super" matches every
+        // sasl ACL.
+        "sasl" => who == "super" || acl_id.id == who,
         _ => false,
     }
+}
+
+/// `SASLAuthenticationProvider.isValid`: the id parses as a Kerberos principal
+/// (`KerberosName`): a name without '@' always does; one with '@' must be
+/// `primary[/instance]@REALM`, each part free of '/' and '@'.
+fn sasl_id_is_valid(id: &str) -> bool {
+    let Some((principal, realm)) = id.split_once('@') else {
+        return true;
+    };
+    let no_separator = |s: &str| !s.contains(['/', '@']);
+    let (primary, instance) = principal.split_once('/').unwrap_or((principal, ""));
+    no_separator(primary) && no_separator(instance) && no_separator(realm)
 }
 
 /// `IPAuthenticationProvider.matches`: `who` is inside the address or CIDR block `expr`.
@@ -169,6 +184,9 @@ pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
                 }));
             }
             "digest" if digest_id_is_valid(&a.id.id) => out.push(a.clone()),
+            // Servers without ZooKeeper's SASL provider refuse sasl ids before they get here
+            // (`connection`), as a ZooKeeper without it does.
+            "sasl" if sasl_id_is_valid(&a.id.id) => out.push(a.clone()),
             "ip" if parse_cidr(&a.id.id).is_some() => out.push(a.clone()),
             _ => return Err(InvalidAcl),
         }
@@ -384,6 +402,55 @@ mod tests {
     /// current user, credentials, and scheme. Any expression (whether user like with SASL
     /// authentication or user:password like with DIGEST authentication) provided is ignored by
     /// the ZooKeeper server when persisting the ACL."
+    #[test]
+    fn sasl_ids_match_as_zookeepers_sasl_provider() {
+        let sasl_acl = vec![acl(perms::READ, "sasl", "jaasuser")];
+        assert!(permits(
+            &sasl_acl,
+            perms::READ,
+            &[Id::new("sasl", "jaasuser")]
+        ));
+        assert!(!permits(
+            &sasl_acl,
+            perms::READ,
+            &[Id::new("sasl", "other")]
+        ));
+        assert!(!permits(
+            &sasl_acl,
+            perms::READ,
+            &[Id::new("digest", "jaasuser")]
+        ));
+        // A SASL user named super passes every sasl ACL, and only those.
+        assert!(permits(&sasl_acl, perms::READ, &[Id::new("sasl", "super")]));
+        let digest_acl = vec![acl(perms::READ, "digest", "u:x")];
+        assert!(!permits(
+            &digest_acl,
+            perms::READ,
+            &[Id::new("sasl", "super")]
+        ));
+    }
+
+    #[test]
+    fn sasl_ids_must_be_kerberos_names() {
+        for ok in [
+            "jaasuser",
+            "a/b/c",
+            "zk/host@EXAMPLE.COM",
+            "user@REALM",
+            "@",
+            "",
+        ] {
+            assert!(fixup(&[acl(31, "sasl", ok)], &[]).is_ok(), "{ok}");
+        }
+        for bad in ["a@b@c", "a/b/c@R", "a@R/x"] {
+            assert_eq!(
+                fixup(&[acl(31, "sasl", bad)], &[]),
+                Err(InvalidAcl),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn fixup_expands_auth_and_refuses_bad_ids() {
         let me = Id::new("digest", digest("me:pw"));

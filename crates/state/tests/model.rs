@@ -88,6 +88,8 @@ fn identities() -> Vec<Vec<Id>> {
         vec![digest("bob:B2=")],
         vec![digest("alice:A1="), digest("bob:B2=")],
         vec![ip("10.9.8.7"), Id::new("super", "")],
+        vec![ip("10.0.0.1"), Id::new("sasl", "someone")],
+        vec![Id::new("sasl", "super")],
     ]
 }
 
@@ -119,6 +121,9 @@ const ACL_IDS: &[(&str, &str)] = &[
     ("auth", ""),
     ("auth", "ignored"),
     ("sasl", "someone"),
+    ("sasl", "zk/host@EXAMPLE.COM"),
+    ("sasl", "a@b@c"),
+    ("sasl", "a/b/c@R"),
     ("super", ""),
 ];
 
@@ -133,6 +138,7 @@ const VALID_ACL_IDS: &[(&str, &str)] = &[
     ("ip", "192.168.0.0/16"),
     ("ip", "0.0.0.0/0"),
     ("auth", ""),
+    ("sasl", "someone"),
 ];
 
 const PERMS: &[i32] = &[

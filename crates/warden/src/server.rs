@@ -26,7 +26,12 @@ const EXIT_CONFIG: u8 = 2;
 
 fn load(args: &ServerArgs) -> Result<Config, String> {
     let config = if let Some(path) = &args.zoo_cfg {
-        let (config, warnings) = Config::from_zoo_cfg(path).map_err(|e| e.to_string())?;
+        // The JAAS settings an operator gives ZooKeeper's start script (docs/security.md).
+        let jvm_flags = ["SERVER_JVMFLAGS", "JVMFLAGS"]
+            .map(|name| std::env::var(name).unwrap_or_default())
+            .join(" ");
+        let (config, warnings) =
+            Config::from_zoo_cfg_with_jvm_flags(path, &jvm_flags).map_err(|e| e.to_string())?;
         for warning in warnings {
             tracing::warn!("{warning}");
         }

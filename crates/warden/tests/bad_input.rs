@@ -136,3 +136,108 @@ async fn bad_input_closes_only_the_offending_connection() {
     assert!(!log.contains("panicked"), "{log}");
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// The JAAS file of kazoo's SASL tests, and the zoo.cfg line that enables the `sasl` scheme.
+const JAAS: &str = "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+                    user_super=\"super_secret\"\n  user_jaasuser=\"jaas_password\";\n};\n";
+const SASL_PROVIDER: &str =
+    "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
+
+/// Sends a SASL token (opcode 102) and reads the reply: its header and, when the reply has one,
+/// its SetSASLResponse token (None for the null token ZooKeeper sends on failure).
+fn sasl(raw: &mut std::net::TcpStream, xid: i32, token: &[u8]) -> (ReplyHeader, Option<Vec<u8>>) {
+    let request = Request::Sasl(warden_proto::request::SaslRequest {
+        token: token.to_vec(),
+    });
+    raw.write_all(&frame::encode_frame(&request.encode_frame(xid)))
+        .unwrap();
+    let payload = read_frame(raw).expect("the SASL token is answered");
+    let mut r = Reader::new(&payload);
+    let header = ReplyHeader::decode(&mut r).unwrap();
+    (header, Option::<Vec<u8>>::decode(&mut r).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbled_sasl_tokens_fail_only_their_connection() {
+    let jaas = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(jaas.path(), JAAS).unwrap();
+    let flags = format!(
+        "-Djava.security.auth.login.config={}",
+        jaas.path().display()
+    );
+    let warden = Warden::start_with_jvm_flags(SASL_PROVIDER, &flags);
+    let healthy = client(&warden).await;
+    healthy.create("/ok", b"0", &persistent()).await.unwrap();
+
+    // The first token of DIGEST-MD5 is empty; the challenge is ZooKeeper's, without qop.
+    let mut raw = session(&warden);
+    let (header, challenge) = sasl(&mut raw, 1, b"");
+    assert_eq!((header.xid, header.err), (1, ErrorCode::OK));
+    let challenge = String::from_utf8(challenge.unwrap()).unwrap();
+    assert!(
+        challenge.starts_with("realm=\"zk-sasl-md5\",nonce=\"")
+            && challenge.ends_with("\",charset=utf-8,algorithm=md5-sess"),
+        "{challenge}"
+    );
+    // A response that does not parse: AuthFailed with a null token, then closed.
+    let (header, token) = sasl(&mut raw, 2, b"username=\"jaasuser,nonce=");
+    assert_eq!(
+        (header.xid, header.err, token),
+        (2, ErrorCode::AUTH_FAILED, None)
+    );
+    assert!(closed_by_server(&mut raw), "garbled digest-response");
+
+    // A response to another challenge (replayed from the LIVE ZooKeeper exchange): refused.
+    let mut raw = session(&warden);
+    sasl(&mut raw, 1, b"");
+    let replayed = b"qop=auth,realm=\"zk-sasl-md5\",username=\"jaasuser\",\
+        nonce=\"QSdeJq0vVCjJDsy4rSgGZQAA7ZD2hpDSwrftprfR\",cnonce=\"06282851203099848\",\
+        nc=00000001,digest-uri=\"zookeeper/zk-sasl-md5\",response=5105f2f9c444f3bf51d66ad4b48fc550";
+    let (header, token) = sasl(&mut raw, 2, replayed);
+    assert_eq!((header.err, token), (ErrorCode::AUTH_FAILED, None));
+    assert!(closed_by_server(&mut raw), "replayed digest-response");
+
+    // A first token that is not empty (DIGEST-MD5 has no initial response), and garbage.
+    for token in [&b"username=\"jaasuser\""[..], &[0xff, 0, 1, 2]] {
+        let mut raw = session(&warden);
+        let (header, reply) = sasl(&mut raw, 1, token);
+        assert_eq!((header.err, reply), (ErrorCode::AUTH_FAILED, None));
+        assert!(closed_by_server(&mut raw), "bad first token {token:?}");
+    }
+
+    // An oversized token.
+    let mut raw = session(&warden);
+    sasl(&mut raw, 1, b"");
+    let (header, _) = sasl(&mut raw, 2, &vec![b'a'; 64 * 1024]);
+    assert_eq!(header.err, ErrorCode::AUTH_FAILED);
+    assert!(closed_by_server(&mut raw), "oversized digest-response");
+
+    // The healthy session never noticed.
+    healthy.set_data("/ok", b"1", None).await.unwrap();
+    assert_eq!(healthy.get_data("/ok").await.unwrap().0, b"1");
+    let log = warden.log();
+    assert!(log.contains("SASL authentication failure"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    // Passwords are never logged.
+    assert!(
+        !log.contains("jaas_password") && !log.contains("super_secret"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_without_jaas_users_is_answered_as_zookeeper_does() {
+    // No JAAS Server section: ZooKeeper answers OK with a null token and keeps the connection.
+    let warden = Warden::start("");
+    let mut raw = session(&warden);
+    let (header, token) = sasl(&mut raw, 1, b"");
+    assert_eq!((header.xid, header.err, token), (1, ErrorCode::OK, None));
+    let exists = Request::Exists(PathWatchRequest {
+        path: "/".into(),
+        watch: false,
+    });
+    raw.write_all(&frame::encode_frame(&exists.encode_frame(2)))
+        .unwrap();
+    let header = reply_header(&read_frame(&mut raw).unwrap());
+    assert_eq!((header.xid, header.err), (2, ErrorCode::OK));
+}

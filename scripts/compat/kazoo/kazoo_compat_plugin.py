@@ -14,7 +14,8 @@ starts every server through a zoo.cfg the way scripts/compat/server.sh does:
 The harness's `-Dzookeeper.X=Y` system properties become `X=Y` lines in the zoo.cfg (ZooKeeper
 turns unknown zoo.cfg keys into `zookeeper.X` system properties; Warden reads them the same
 way). Other JVM properties (JAAS login file, file.encoding, readonlymode.enabled) can only be
-passed to a JVM: they go to ZooKeeper through ZK_JVM_OPTS and have no Warden equivalent.
+passed to a JVM: they go to ZooKeeper through ZK_JVM_OPTS; Warden gets the JAAS login file in
+SERVER_JVMFLAGS, as zkServer.sh would pass it, and readonlymode.enabled as a zoo.cfg line.
 
 ZOOKEEPER_CLUSTER_SIZE servers: with 1 (run.sh's standalone run), a standalone server, and the
 few tests that need an ensemble (failover, read-only mode, reconfig) are skipped with a reason
@@ -70,10 +71,6 @@ WARDEN_GAPS = {
     "test_client.py::TestSSLClient::": (
         "not in Warden yet: TLS on a secureClientPort (kazoo's harness also hands the server "
         "JKS keystores, a JVM format)"
-    ),
-    "::test_connect_sasl_auth": (
-        "not in Warden yet: SASL authentication (DIGEST-MD5 users come from a JAAS file "
-        "given to the JVM)"
     ),
 }
 
@@ -211,6 +208,11 @@ class CompatServer(object):
         if self.kind == "warden":
             binary = _env("WARDEN_BIN") or os.path.join(
                 _env("COMPAT_REPO", "."), "target", "release", "warden"
+            )
+            # The JAAS file (its Server section has the SASL users of test_sasl.py), given
+            # the way an operator gives it to zkServer.sh, which Warden reads too.
+            env["SERVER_JVMFLAGS"] = "-Djava.security.auth.login.config=%s" % self._path(
+                "jaas.conf"
             )
             return [binary, "server", "--zoo-cfg", self.config_path], env
         # ZooKeeper: JVM-only settings kazoo's ManagedZooKeeper passes on its java command line.

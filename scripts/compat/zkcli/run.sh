@@ -19,9 +19,10 @@
 #                     its path (it is also kept when a check failed)
 #   CLI_MT            path of cli_mt (default: from the zookeeper-bin package, installed if missing)
 #   ZK_HEAP           heap of the reference ZooKeeper (default here 256m)
-#   ZKCLI_SECTIONS    which parts run (default "single cluster"): `single` is the one-server
-#                     sessions of both clients, `cluster` zkCli's config and reconfig against a
-#                     3-server ensemble of the server under test (plus a spare to add)
+#   ZKCLI_SECTIONS    which parts run (default "single sasl cluster"): `single` is the one-server
+#                     sessions of both clients, `sasl` zkCli with a JAAS Client section
+#                     (DIGEST-MD5) and `sasl:` ACLs, `cluster` zkCli's config and reconfig
+#                     against a 3-server ensemble of the server under test (plus a spare to add)
 #
 # Prints `ok - ...` / `not ok - ...` per check and `# ...` comments; the last line is always
 # `compat zkcli: N passed, M failed, 0 skipped`; exits 0 iff nothing failed.
@@ -286,7 +287,7 @@ else
   not_ok "cli_mt: C client shell installed (Debian package zookeeper-bin)"
 fi
 
-SECTIONS=" ${ZKCLI_SECTIONS:-single cluster} "
+SECTIONS=" ${ZKCLI_SECTIONS:-single sasl cluster} "
 section() { [[ "$SECTIONS" == *" $1 "* ]]; }
 # The cluster section's servers (started by cluster_section, stopped by cl_stop).
 declare -A CL_PID=()
@@ -959,6 +960,72 @@ cluster_section() {
   cl_stop
 }
 
+# ================================================================================================
+# SASL: zkCli with a JAAS Client section (DIGEST-MD5) against a server whose JAAS Server
+# section has the users, given as an operator gives it to zkServer.sh (SERVER_JVMFLAGS, which
+# Warden and scripts/zookeeper/run.sh both read).
+# ================================================================================================
+sasl_section() {
+  local dir="$ZKCLI_DIR/sasl" port hp user password
+  mkdir -p "$dir/data"
+  port="$(free_port)"
+  hp="127.0.0.1:$port"
+  printf '%s\n' 'Server {' '  org.apache.zookeeper.server.auth.DigestLoginModule required' \
+    '  user_super="super_secret"' '  user_jaasuser="jaas_password";' '};' >"$dir/server-jaas.conf"
+  for user in jaasuser wrong; do
+    password=jaas_password
+    [[ "$user" == wrong ]] && password=not_the_password
+    printf '%s\n' 'Client {' '  org.apache.zookeeper.server.auth.DigestLoginModule required' \
+      '  username="jaasuser"' "  password=\"$password\";" '};' >"$dir/client-$user.conf"
+  done
+  printf '%s\n' tickTime=2000 "dataDir=$dir/data" "clientPort=$port" clientPortAddress=127.0.0.1 \
+    authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider \
+    '4lw.commands.whitelist=*' >"$dir/zoo.cfg"
+  export SERVER_JVMFLAGS="-Djava.security.auth.login.config=$dir/server-jaas.conf"
+  if compat_start "$dir/zoo.cfg" "$dir/server.log" 2>"$dir/start.err"; then
+    unset SERVER_JVMFLAGS
+    echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+    ok "$COMPAT_SERVER with JAAS users listens on $hp"
+  else
+    unset SERVER_JVMFLAGS
+    [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+    not_ok "$COMPAT_SERVER with JAAS users listens on $hp"
+    comment <"$dir/start.err"
+    return 0
+  fi
+  local saved=("${JAVA_CLI[@]}")
+  # sasl_shot JAAS-FILE|none ARGS...: a one-shot zkCli on this server with that JAAS file
+  # (none: no SASL).
+  sasl_shot() {
+    local jaas=$1
+    shift
+    JAVA_CLI=(java)
+    # The 3.9 client uses DIGEST-MD5 only outside FIPS mode, which is on by default.
+    [[ "$jaas" == none ]] || JAVA_CLI+=("-Djava.security.auth.login.config=$jaas" -Dzookeeper.fips-mode=false)
+    JAVA_CLI+=("${saved[@]:1}")
+    JAVA_CLI[${#JAVA_CLI[@]} - 1]="$hp"
+    j_shot "$@"
+  }
+  sasl_shot "$dir/client-jaasuser.conf" create /sasl-node secret sasl:jaasuser:cdrwa
+  check "zkCli as SASL user jaasuser: create /sasl-node with ACL sasl:jaasuser:cdrwa" line "Created /sasl-node"
+  sasl_shot "$dir/client-jaasuser.conf" get /sasl-node
+  check "zkCli as SASL user jaasuser: get /sasl-node prints 'secret'" line "secret"
+  sasl_shot "$dir/client-jaasuser.conf" getAcl /sasl-node
+  check "zkCli getAcl /sasl-node: 'sasl,'jaasuser' with cdrwa" eval "line \"'sasl,'jaasuser\" && line ': cdrwa'"
+  sasl_shot none get /sasl-node
+  check "zkCli without SASL: get /sasl-node is refused (NoAuth)" line "Insufficient permission : /sasl-node"
+  sasl_shot "$dir/client-wrong.conf" get /sasl-node
+  check "zkCli with a wrong SASL password: get /sasl-node does not print the data" no_re '^secret$'
+  JAVA_CLI=("${saved[@]}")
+  if kill -0 "$COMPAT_PID" 2>/dev/null; then
+    ok "$COMPAT_SERVER with JAAS users still running"
+  else
+    not_ok "$COMPAT_SERVER with JAAS users still running"
+    tail -n 40 "$dir/server.log" 2>/dev/null | comment
+  fi
+  compat_stop || true
+}
+
 if section single && single_server_start; then
   T0=$SECONDS
   if ((JAVA_OK)); then
@@ -979,6 +1046,12 @@ if section single && single_server_start; then
     tail -n 40 "$SERVER_LOG" 2>/dev/null | comment
   fi
   compat_stop || true
+fi
+
+if section sasl && ((JAVA_OK)); then
+  T0=$SECONDS
+  sasl_section
+  echo "# sasl section took $((SECONDS - T0)) s"
 fi
 
 if section cluster && ((JAVA_OK)); then

@@ -605,7 +605,10 @@ fn settings_warden_does_not_honour_warn() {
         "sslQuorum=true",
         "quorum.auth.enableSasl=true",
         "quorumListenOnAllIPs=true",
-        "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        "allowSaslFailedClients=true",
+        "letAnySaslUserDoX=jaasuser",
+        "SASLAuthenticationProvider.superPassword=secret",
+        "authProvider.1=com.example.KerberosAuthenticationProvider",
         "metricsProvider.className=com.example.StatsdProvider",
         "oraclePath=/oracle",
     ] {
@@ -615,6 +618,76 @@ fn settings_warden_does_not_honour_warn() {
             matches!(&found[..], [(3, k, WarningKind::Unsupported(_))] if k == key),
             "{line}: {found:?}"
         );
+    }
+}
+
+#[test]
+fn sasl_settings_are_read_as_zookeeper_reads_them() {
+    let c = config("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n");
+    assert!(c.auth.sasl_scheme);
+    assert_eq!(
+        (c.auth.jaas_file, c.auth.jaas_section.as_str()),
+        (None, "Server")
+    );
+    assert!(c.auth.required_schemes.is_empty());
+    let c = config("sasl.serverconfig=ZkServer\nsuperUser=admin\nzookeeper.superUser.2=root\n");
+    assert!(!c.auth.sasl_scheme);
+    assert_eq!(c.auth.jaas_section, "ZkServer");
+    assert_eq!(c.auth.sasl_super_users, ["admin", "root"]);
+}
+
+#[test]
+fn jaas_settings_come_from_jvm_flags_and_zoo_cfg_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &path,
+        format!(
+            "dataDir={}\nclientPort=2181\nsasl.serverconfig=FromFile\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let flags = "-Xmx512m -Djava.security.auth.login.config=/etc/zk/jaas.conf \
+                 -Dzookeeper.sasl.serverconfig=FromFlags -Dzookeeper.superUser=admin -Dother=1 \
+                 -Dzookeeper.authProvider.3=org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+    let (c, warnings) = Config::from_zoo_cfg_with_jvm_flags(&path, flags).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        c.auth.jaas_file.as_deref(),
+        Some(Path::new("/etc/zk/jaas.conf"))
+    );
+    assert_eq!(c.auth.jaas_section, "FromFile");
+    assert_eq!(c.auth.sasl_super_users, ["admin"]);
+    assert!(c.auth.sasl_scheme);
+}
+
+#[test]
+fn required_authentication_is_read_as_zookeepers_authentication_helper() {
+    const SASL: &str =
+        "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
+    let c = config(&format!("{SASL}sessionRequireClientSASLAuth=true\n"));
+    assert_eq!(c.auth.required_schemes, ["sasl"]);
+    assert!(c.auth.sasl_required());
+    let c = config("enforce.auth.enabled=true\nenforce.auth.schemes=digest, ip\n");
+    assert_eq!(c.auth.required_schemes, ["digest", "ip"]);
+    assert!(!c.auth.sasl_required());
+    // Schemes without enforce.auth.enabled=true require nothing.
+    let c = config("enforce.auth.schemes=digest\n");
+    assert!(c.auth.required_schemes.is_empty());
+    for (text, needle) in [
+        ("enforce.auth.enabled=true\n", "needs enforce.auth.schemes"),
+        (
+            "sessionRequireClientSASLAuth=true\n",
+            "\"sasl\", which is not available",
+        ),
+        (
+            "enforce.auth.enabled=true\nenforce.auth.schemes=x509\n",
+            "\"x509\", which is not available",
+        ),
+    ] {
+        let message = load(text).unwrap_err().to_string();
+        assert!(message.contains(needle), "{text}: {message}");
     }
 }
 

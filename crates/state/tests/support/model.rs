@@ -755,9 +755,12 @@ fn fixup_acl(requested: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
         if id.scheme == "world" && id.id == "anyone" {
             out.push(a.clone());
         } else if id.scheme == "auth" {
-            // Expands to every id whose provider says it was authenticated: digest yes; ip
-            // no; super has no provider at all.
-            let proved: Vec<&Id> = auth.iter().filter(|who| who.scheme == "digest").collect();
+            // Expands to every id whose provider says it was authenticated: digest and sasl
+            // yes; ip no; super has no provider at all.
+            let proved: Vec<&Id> = auth
+                .iter()
+                .filter(|who| who.scheme == "digest" || who.scheme == "sasl")
+                .collect();
             if proved.is_empty() {
                 return Err(ErrorCode::INVALID_ACL);
             }
@@ -766,10 +769,12 @@ fn fixup_acl(requested: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
                 id: who.clone(),
             }));
         } else {
-            // Only the ip and digest providers are installed; each judges its own ids.
+            // The ip, digest and SASL providers are installed (the server refuses sasl ids
+            // before the state machine when SASL is not configured); each judges its own ids.
             let valid = match id.scheme.as_str() {
                 "digest" => java_split_colon(&id.id).len() == 2,
                 "ip" => ip_expression(&id.id).is_some(),
+                "sasl" => kerberos_name(&id.id),
                 _ => false,
             };
             if !valid {
@@ -779,6 +784,17 @@ fn fixup_acl(requested: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
         }
     }
     Ok(out)
+}
+
+/// `new KerberosName(id)` does not throw: no '@' at all, or the whole id matches
+/// `([^/@]*)(/([^/@]*))?@([^/@]*)`.
+fn kerberos_name(id: &str) -> bool {
+    if !id.contains('@') {
+        return true;
+    }
+    let (principal, realm) = id.split_once('@').expect("has '@'");
+    let service_and_host: Vec<&str> = principal.split('/').collect();
+    service_and_host.len() <= 2 && !realm.contains(['/', '@'])
 }
 
 /// Java's `s.split(":")`: trailing empty strings are dropped.
@@ -804,6 +820,7 @@ fn permits(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
             .any(|who| match a.id.scheme.as_str() {
                 "digest" => who.id == a.id.id,
                 "ip" => ip_matches(&a.id.id, &who.id),
+                "sasl" => who.id == "super" || who.id == a.id.id,
                 _ => false,
             })
     })

@@ -22,12 +22,20 @@ pub struct Warden {
     pub admin_port: u16,
     /// zoo.cfg lines added to the defaults.
     extra: String,
+    /// SERVER_JVMFLAGS, as given to zkServer.sh (the JAAS file).
+    jvm_flags: String,
 }
 
 impl Warden {
     /// Starts a server with tickTime=1000 (so session timeouts from 2 s), everything else
     /// default, plus `extra` zoo.cfg lines.
     pub fn start(extra: &str) -> Warden {
+        Warden::start_with_jvm_flags(extra, "")
+    }
+
+    /// [`Warden::start`] with `SERVER_JVMFLAGS` set to `jvm_flags` (e.g.
+    /// `-Djava.security.auth.login.config=FILE`).
+    pub fn start_with_jvm_flags(extra: &str, jvm_flags: &str) -> Warden {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut warden = Warden {
             process: None,
@@ -35,6 +43,7 @@ impl Warden {
             port: free_port(),
             admin_port: free_port(),
             extra: extra.to_owned(),
+            jvm_flags: jvm_flags.to_owned(),
         };
         warden.write_config();
         warden.spawn();
@@ -81,6 +90,7 @@ impl Warden {
     fn spawn(&mut self) {
         let mut command = warden_command(&self.cfg_path());
         command.env("WARDEN_LOG", "info");
+        command.env("SERVER_JVMFLAGS", &self.jvm_flags);
         self.process = Some(spawn_logged(command, &self.log_path()));
         self.wait_until_serving();
     }
