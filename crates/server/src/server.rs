@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,10 @@ pub struct Context {
     /// The SASL DIGEST-MD5 users, if the JAAS file names any section of that name.
     pub sasl_users: Option<auth::jaas::Users>,
     connections: Mutex<Connections>,
+    /// This leader's one reconfiguration at a time (cluster::membership).
+    pub reconfiguring: AtomicBool,
+    /// Set once when the server stops; ends every connection's task (`until_stopped`).
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Elections and leadership as this server saw them (ZooKeeper's election_time,
@@ -119,6 +123,17 @@ impl Context {
                 .expect("unserved_since lock poisoned")
                 .elapsed()
                 >= delay
+    }
+
+    /// Runs `work` until it ends or this server stops, whichever is first. A connection's
+    /// task must not outlive its server: in a process that goes on (an embedded server) it
+    /// would keep the server's log open and answer peers and clients for a stopped server.
+    pub async fn until_stopped(&self, work: impl Future<Output = ()>) {
+        let mut stopping = self.stopping.subscribe();
+        tokio::select! {
+            () = work => {}
+            _ = stopping.wait_for(|stopping| *stopping) => {}
+        }
     }
 
     pub fn next_connection_id(&self) -> u64 {
@@ -203,7 +218,8 @@ fn log_sasl_users(config: &Config, users: Option<&auth::jaas::Users>) {
     }
 }
 
-/// A started server. Dropping it does not stop it; call [`Server::shutdown`].
+/// A started server. Dropping it does not stop it; call [`Server::shutdown`]. Several may run
+/// in one process (see [`crate::embed`]).
 pub struct Server {
     ctx: Arc<Context>,
     tasks: Vec<JoinHandle<()>>,
@@ -333,6 +349,8 @@ impl Server {
             metrics_addr,
             sasl_users,
             connections: Mutex::new(Connections::default()),
+            reconfiguring: AtomicBool::new(false),
+            stopping: tokio::sync::watch::Sender::new(false),
         });
         let mut tasks = vec![
             tokio::spawn(accept_loop(ctx.clone(), listener)),
@@ -382,8 +400,15 @@ impl Server {
         self.ctx.metrics_addr
     }
 
-    /// Stops listening and stops consensus. Everything acknowledged is already on disk. A
-    /// leader first hands leadership to another voter, so clients wait for no election.
+    /// Whether it serves clients now: a cluster member once it knows a leader and the
+    /// membership is written (docs/cluster.md).
+    pub fn is_serving(&self) -> bool {
+        self.ctx.serving()
+    }
+
+    /// Stops listening, closes every client connection and stops consensus. Everything
+    /// acknowledged is already on disk. A leader first hands leadership to another voter, so
+    /// clients wait for no election. Dropping a `Server` does not stop it.
     pub async fn shutdown(self) {
         if !self.ctx.consensus.standalone() {
             self.ctx.consensus.hand_over_leadership().await;
@@ -391,6 +416,10 @@ impl Server {
         for task in &self.tasks {
             task.abort();
         }
+        self.ctx.stopping.send_replace(true);
+        // In a process that goes on (an embedded server), its clients must move to another
+        // server rather than be served by one whose consensus has stopped.
+        self.ctx.replica().close_all("this server is stopping");
         self.ctx.forwarder.close();
         self.ctx.consensus.shutdown().await;
         tracing::info!("stopped");
@@ -426,7 +455,8 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
         }
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            connection::serve(ctx.clone(), stream, peer).await;
+            ctx.until_stopped(connection::serve(ctx.clone(), stream, peer))
+                .await;
             ctx.release(peer.ip());
         });
     }

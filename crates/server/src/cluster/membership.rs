@@ -22,7 +22,7 @@
 //! change ([`reconcile`]); a new cluster's first leader writes its founding membership there.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use warden_proto::request::ReconfigRequest;
@@ -34,9 +34,6 @@ use crate::config::{Member, Role};
 use crate::consensus::{MemberAddr, MembershipError, Proposal, ProposeError};
 use crate::server::Context;
 use crate::zoo_cfg::parse_server_address;
-
-/// One reconfiguration at a time on this leader.
-static IN_PROGRESS: AtomicBool = AtomicBool::new(false);
 
 /// The membership in ZooKeeper's text, without the version line.
 pub fn render(members: &[Member]) -> String {
@@ -172,7 +169,7 @@ pub async fn reconfig(
     } else {
         let prepared = prepare(ctx, &request, &proposal.txn.auth).await;
         if prepared.is_err() {
-            IN_PROGRESS.store(false, Ordering::Release);
+            ctx.reconfiguring.store(false, Ordering::Release);
         }
         prepared
     };
@@ -195,7 +192,7 @@ pub async fn reconfig(
     if let Err(e) = ctx.consensus.change_members(&final_members).await {
         tracing::warn!(error = %e, "reconfig: leaving members not removed yet");
     }
-    IN_PROGRESS.store(false, Ordering::Release);
+    ctx.reconfiguring.store(false, Ordering::Release);
     tokio::spawn(reconcile(ctx.clone()));
 }
 
@@ -205,7 +202,7 @@ pub async fn reconfig(
 /// ReconfigInProgress, since to its client the earlier one is over.
 async fn begin(ctx: &Context) -> bool {
     let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
-    while IN_PROGRESS.swap(true, Ordering::AcqRel) {
+    while ctx.reconfiguring.swap(true, Ordering::AcqRel) {
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
@@ -317,12 +314,12 @@ pub async fn reconcile(ctx: Arc<Context>) {
         if in_sync {
             return;
         }
-        if IN_PROGRESS.swap(true, Ordering::AcqRel) {
+        if ctx.reconfiguring.swap(true, Ordering::AcqRel) {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
         let changed = ctx.consensus.change_members(&wanted).await;
-        IN_PROGRESS.store(false, Ordering::Release);
+        ctx.reconfiguring.store(false, Ordering::Release);
         match changed {
             Ok(()) => tracing::info!("membership now follows /zookeeper/config"),
             Err(e) => {

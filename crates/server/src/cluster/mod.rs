@@ -42,51 +42,56 @@ pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
         let (stream, addr) = crate::server::accept(&listener, "a peer").await;
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let identity = ctx.consensus.identity().clone();
-            let (mut reader, mut writer) = wire::split(stream, identity.frame_bytes_max);
-            let members = &ctx.config.cluster.members;
-            let hello = wire::accept(
-                &mut reader,
-                &mut writer,
-                identity.me,
-                identity.cluster_id.get(),
-                ctx.consensus.committed_index(),
-                |h| {
-                    if members.iter().any(|m| m.id == h.from)
-                        || ctx.consensus.peer_addr(h.from).is_some()
-                    {
-                        Ok(())
-                    } else {
-                        Err(format!("server {} is not a member of this cluster", h.from))
+            let serve = async {
+                let identity = ctx.consensus.identity().clone();
+                let (mut reader, mut writer) = wire::split(stream, identity.frame_bytes_max);
+                let members = &ctx.config.cluster.members;
+                let hello = wire::accept(
+                    &mut reader,
+                    &mut writer,
+                    identity.me,
+                    identity.cluster_id.get(),
+                    ctx.consensus.committed_index(),
+                    |h| {
+                        if members.iter().any(|m| m.id == h.from)
+                            || ctx.consensus.peer_addr(h.from).is_some()
+                        {
+                            Ok(())
+                        } else {
+                            Err(format!("server {} is not a member of this cluster", h.from))
+                        }
+                    },
+                )
+                .await;
+                let hello = match hello {
+                    Ok(hello) => hello,
+                    Err(e) => {
+                        tracing::warn!(%addr, "refused a peer: {e}");
+                        return;
                     }
-                },
-            )
-            .await;
-            let hello = match hello {
-                Ok(hello) => hello,
-                Err(e) => {
-                    tracing::warn!(%addr, "refused a peer: {e}");
-                    return;
+                };
+                let why = match hello.channel {
+                    // The answering hello was all a probe wanted.
+                    wire::Channel::Probe => return,
+                    wire::Channel::Raft => {
+                        ctx.consensus.serve_peer(hello.from, reader, writer).await
+                    }
+                    wire::Channel::Forward => {
+                        forward::serve_follower(ctx.clone(), hello.from, reader, writer).await
+                    }
+                };
+                match why {
+                    wire::WireError::Closed | wire::WireError::Io(_) => {
+                        tracing::debug!(peer = hello.from, channel = ?hello.channel, "peer channel closed: {why}")
+                    }
+                    _ => tracing::warn!(
+                        peer = hello.from,
+                        channel = ?hello.channel,
+                        "peer channel closed: {why}"
+                    ),
                 }
             };
-            let why = match hello.channel {
-                // The answering hello was all a probe wanted.
-                wire::Channel::Probe => return,
-                wire::Channel::Raft => ctx.consensus.serve_peer(hello.from, reader, writer).await,
-                wire::Channel::Forward => {
-                    forward::serve_follower(ctx.clone(), hello.from, reader, writer).await
-                }
-            };
-            match why {
-                wire::WireError::Closed | wire::WireError::Io(_) => {
-                    tracing::debug!(peer = hello.from, channel = ?hello.channel, "peer channel closed: {why}")
-                }
-                _ => tracing::warn!(
-                    peer = hello.from,
-                    channel = ?hello.channel,
-                    "peer channel closed: {why}"
-                ),
-            }
+            ctx.until_stopped(serve).await;
         });
     }
 }
