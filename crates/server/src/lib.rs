@@ -24,6 +24,8 @@
 //! - [`admin`]: the four-letter words and the admin HTTP server (ZooKeeper's AdminServer
 //!   commands, `/ready`, `/health`), drawn from the same facts.
 //! - [`stats`]: counters for the admin commands.
+//! - [`embed`]: a server or a cluster of several inside a host program or a test, on free
+//!   ports and temporary data.
 
 pub mod admin;
 pub mod auth;
@@ -31,6 +33,7 @@ pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod consensus;
+pub mod embed;
 pub mod outbound;
 pub mod replica;
 pub mod server;

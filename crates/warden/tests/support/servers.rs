@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -18,42 +18,9 @@ pub fn repo_root() -> PathBuf {
         .expect("the repository root exists")
 }
 
-/// A port nothing listens on right now, never handed out before in this process.
-///
-/// Ports come from 20000-32767, below Linux's ephemeral range (32768-60999): a port the kernel
-/// picked for `bind(0)` is released at once and may be picked again, or taken by an outgoing
-/// connection's local end, before the server that was given it binds it. CI once saw one
-/// server's client and quorum ports coincide that way. Each process starts at an offset of its
-/// own so that test binaries running side by side rarely try the same ports.
-pub fn free_port() -> u16 {
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-    const FIRST: u32 = 20_000;
-    const SPAN: u32 = 12_768;
-    static HANDED_OUT: Mutex<Option<(u32, HashSet<u16>)>> = Mutex::new(None);
-    let mut state = HANDED_OUT
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (next, taken) = state.get_or_insert_with(|| {
-        let seed = std::process::id().wrapping_mul(2_654_435_761)
-            ^ SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.subsec_nanos());
-        (seed % SPAN, HashSet::new())
-    });
-    for _ in 0..SPAN {
-        let port = (FIRST + *next % SPAN) as u16;
-        *next = next.wrapping_add(1);
-        if taken.contains(&port) {
-            continue;
-        }
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-            taken.insert(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port left in {FIRST}-{}", FIRST + SPAN - 1)
-}
+/// The library's port picker, so that tests and embedded clusters share one record of the
+/// ports handed out in this process.
+pub use warden_server::embed::free_port;
 
 /// The `srvr` four-letter word, or `None` if nothing answers.
 pub fn srvr(port: u16) -> Option<String> {
