@@ -42,5 +42,5 @@ pub mod stats;
 pub mod zoo_cfg;
 
 pub use config::{Config, ConfigError};
-pub use server::{SeedError, Server, StartError, seed_data_dir};
+pub use server::{SeedError, Server, StartError, preflight, seed_data_dir};
 pub use zoo_cfg::Warning;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -174,6 +174,8 @@ pub enum StartError {
     Consensus(#[from] consensus::StartError),
     #[error(transparent)]
     Jaas(#[from] auth::jaas::JaasError),
+    #[error("cannot keep data in {dir}: {why}")]
+    DataDir { dir: String, why: String },
     #[error("cannot listen for clients on {addr}: {source}")]
     Listen {
         addr: String,
@@ -194,6 +196,43 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+}
+
+/// What a start checks before it opens anything or listens anywhere: that the data and log
+/// directories are directories this process may write to (or may make), and the JAAS file's
+/// users, which it returns. It changes nothing, so `warden server --check-config` runs it
+/// alone.
+pub fn preflight(config: &Config) -> Result<Option<auth::jaas::Users>, StartError> {
+    for dir in [config.data_dir.as_path(), config.resolved_log_dir()] {
+        check_dir(dir).map_err(|why| StartError::DataDir {
+            dir: dir.display().to_string(),
+            why,
+        })?;
+    }
+    Ok(auth::sasl_users(&config.auth)?)
+}
+
+/// Whether `dir` is a directory this process may write to, or the nearest of its ancestors
+/// that exists is (then a start makes it).
+fn check_dir(dir: &Path) -> Result<(), String> {
+    use rustix::fs::{Access, access};
+    let mut existing = dir;
+    loop {
+        match std::fs::metadata(existing) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => return Err(format!("{} is not a directory", existing.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && existing != Path::new(".") => {
+                // A relative path's last ancestor is "", the working directory.
+                existing = match existing.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent,
+                    _ => Path::new("."),
+                };
+            }
+            Err(e) => return Err(format!("{}: {e}", existing.display())),
+        }
+    }
+    access(existing, Access::WRITE_OK | Access::EXEC_OK)
+        .map_err(|e| format!("{} is not writable: {e}", existing.display()))
 }
 
 /// Says where the SASL users come from, and how many there are (never their passwords).
@@ -229,7 +268,7 @@ impl Server {
     /// Opens the data, replays it, starts listening for clients (and, in a cluster, for the
     /// other servers), and returns.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        let sasl_users = auth::sasl_users(&config.auth)?;
+        let sasl_users = preflight(&config)?;
         log_sasl_users(&config, sasl_users.as_ref());
         let node_id = config.cluster.my_id.unwrap_or(1);
         let listen = &config.client_listen;

@@ -19,6 +19,11 @@ pub struct ServerArgs {
     /// Print the effective configuration as Warden TOML and exit.
     #[arg(long)]
     print_config: bool,
+    /// Check the configuration as a start would (its warnings, its errors with file and line,
+    /// the myid, the data and log directories, the JAAS file) without listening or writing
+    /// anything; print it as Warden TOML and exit 0 if it is good, 2 if not.
+    #[arg(long, conflicts_with = "print_config")]
+    check_config: bool,
 }
 
 /// Exit code for a configuration that cannot be used, as ZooKeeper's.
@@ -67,6 +72,9 @@ pub fn run(args: ServerArgs) -> ExitCode {
         print!("{}", config.to_toml_string());
         return ExitCode::SUCCESS;
     }
+    if args.check_config {
+        return check(&config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("warden")
@@ -79,6 +87,21 @@ pub fn run(args: ServerArgs) -> ExitCode {
         }
     };
     runtime.block_on(serve(config))
+}
+
+/// `--check-config`: what a start checks before it listens or writes, and nothing more.
+fn check(config: &Config) -> ExitCode {
+    if let Err(error) = warden_server::preflight(config) {
+        tracing::error!("configuration: {error}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    print!("{}", config.to_toml_string());
+    tracing::info!(
+        client_listen = %config.client_listen,
+        data_dir = %config.data_dir.display(),
+        "configuration is good"
+    );
+    ExitCode::SUCCESS
 }
 
 async fn serve(config: Config) -> ExitCode {

@@ -218,7 +218,7 @@ fn help_describes_every_option() {
         .unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for option in ["--zoo-cfg", "--config", "--print-config"] {
+    for option in ["--zoo-cfg", "--config", "--print-config", "--check-config"] {
         assert!(help.contains(option), "{help}");
     }
 }
