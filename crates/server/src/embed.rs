@@ -211,14 +211,28 @@ impl EmbeddedCluster {
             })
             .collect();
         // Together: a member's start may wait for a quorum of the others.
+        // Every start runs to its end: one cancelled halfway would leave its tasks running.
         let started =
-            futures_util::future::try_join_all(configs.iter().cloned().map(EmbeddedServer::start))
-                .await?;
+            futures_util::future::join_all(configs.iter().cloned().map(EmbeddedServer::start))
+                .await;
+        let mut members = Vec::with_capacity(size);
+        let mut failed = None;
+        for result in started {
+            match result {
+                Ok(member) => members.push(Some(member)),
+                Err(e) => failed = Some(e),
+            }
+        }
         let cluster = EmbeddedCluster {
             configs,
-            members: started.into_iter().map(Some).collect(),
+            members,
             root: Some(root),
         };
+        if let Some(e) = failed {
+            // The members that did start stop before their directory goes.
+            cluster.stop().await;
+            return Err(e);
+        }
         cluster.wait_until_serving(CLUSTER_START_TIMEOUT).await?;
         Ok(cluster)
     }
