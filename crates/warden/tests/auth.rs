@@ -13,26 +13,8 @@ use support::http;
 use support::servers::{free_port, warden_command};
 use support::warden::{Warden, client, closed_by_server, persistent, read_frame};
 use warden_proto::request::{AuthRequest, PathWatchRequest};
-use warden_proto::{
-    ConnectRequest, ErrorCode, Reader, Record, ReplyHeader, Request, Writer, frame,
-};
+use warden_proto::{ErrorCode, Reader, Record, ReplyHeader, Request, frame};
 use zookeeper_client::{Acl, Acls, AuthId, CreateMode, Permission};
-
-fn session(warden: &Warden) -> std::net::TcpStream {
-    let mut raw = warden.raw();
-    let mut w = Writer::new();
-    ConnectRequest {
-        timeout_ms: 10_000,
-        password: vec![0; 16],
-        read_only: Some(false),
-        ..Default::default()
-    }
-    .encode(&mut w);
-    raw.write_all(&frame::encode_frame(&w.into_bytes()))
-        .unwrap();
-    read_frame(&mut raw).expect("the handshake is answered");
-    raw
-}
 
 fn send(raw: &mut std::net::TcpStream, xid: i32, request: Request) -> ReplyHeader {
     raw.write_all(&frame::encode_frame(&request.encode_frame(xid)))
@@ -52,7 +34,7 @@ async fn a_session_must_authenticate_with_a_required_scheme_first() {
     let warden = Warden::start("enforce.auth.enabled=true\nenforce.auth.schemes=digest\n");
 
     // A request before authenticating: -124, no body, then the connection is closed.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     let header = send(&mut raw, 1, get_root());
     assert_eq!(
         (header.xid, header.err),
@@ -61,7 +43,7 @@ async fn a_session_must_authenticate_with_a_required_scheme_first() {
     assert!(closed_by_server(&mut raw), "unauthenticated request");
 
     // After a digest auth, requests are served.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     let auth = Request::Auth(AuthRequest {
         auth_type: 0,
         scheme: "digest".into(),

@@ -10,25 +10,7 @@ use std::time::Duration;
 use support::warden::{Warden, client, closed_by_server, persistent, read_frame};
 use warden_proto::request::{CreateRequest, PathWatchRequest};
 use warden_proto::types::{Acl, Id, perms};
-use warden_proto::{
-    ConnectRequest, ErrorCode, Reader, Record, ReplyHeader, Request, Writer, frame,
-};
-
-fn session(warden: &Warden) -> std::net::TcpStream {
-    let mut raw = warden.raw();
-    let mut w = Writer::new();
-    ConnectRequest {
-        timeout_ms: 10_000,
-        password: vec![0; 16],
-        read_only: Some(false),
-        ..Default::default()
-    }
-    .encode(&mut w);
-    raw.write_all(&frame::encode_frame(&w.into_bytes()))
-        .unwrap();
-    read_frame(&mut raw).expect("the handshake is answered");
-    raw
-}
+use warden_proto::{ErrorCode, Reader, Record, ReplyHeader, Request, frame};
 
 fn reply_header(payload: &[u8]) -> ReplyHeader {
     ReplyHeader::decode(&mut Reader::new(payload)).unwrap()
@@ -56,18 +38,18 @@ async fn bad_input_closes_only_the_offending_connection() {
     assert!(closed_by_server(&mut raw), "garbled handshake");
 
     // A request body that does not decode.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     raw.write_all(&frame::encode_frame(&[0, 0, 0, 1, 0, 0, 0, 4, 0xff]))
         .unwrap();
     assert!(closed_by_server(&mut raw), "garbled getData");
 
     // Half a frame, then the client goes away.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     raw.write_all(&[0, 0, 0, 100, 1, 2]).unwrap();
     drop(raw);
 
     // An unknown opcode: Unimplemented with zxid -1, then closed (ZooKeeper's answer).
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     raw.write_all(&frame::encode_frame(&[0, 0, 0, 9, 0, 0, 3, 0xe7]))
         .unwrap();
     let header = reply_header(&read_frame(&mut raw).unwrap());
@@ -79,7 +61,7 @@ async fn bad_input_closes_only_the_offending_connection() {
 
     // An invalid path is a request error (BadArguments, from validation as in ZooKeeper's
     // PrepRequestProcessor), not a reason to hang up.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     let bad_path = Request::Create(CreateRequest {
         path: "/ok/.".into(),
         data: None,
@@ -170,7 +152,7 @@ async fn garbled_sasl_tokens_fail_only_their_connection() {
     healthy.create("/ok", b"0", &persistent()).await.unwrap();
 
     // The first token of DIGEST-MD5 is empty; the challenge is ZooKeeper's, without qop.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     let (header, challenge) = sasl(&mut raw, 1, b"");
     assert_eq!((header.xid, header.err), (1, ErrorCode::OK));
     let challenge = String::from_utf8(challenge.unwrap()).unwrap();
@@ -188,7 +170,7 @@ async fn garbled_sasl_tokens_fail_only_their_connection() {
     assert!(closed_by_server(&mut raw), "garbled digest-response");
 
     // A response to another challenge (replayed from the LIVE ZooKeeper exchange): refused.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     sasl(&mut raw, 1, b"");
     let replayed = b"qop=auth,realm=\"zk-sasl-md5\",username=\"jaasuser\",\
         nonce=\"QSdeJq0vVCjJDsy4rSgGZQAA7ZD2hpDSwrftprfR\",cnonce=\"06282851203099848\",\
@@ -199,14 +181,14 @@ async fn garbled_sasl_tokens_fail_only_their_connection() {
 
     // A first token that is not empty (DIGEST-MD5 has no initial response), and garbage.
     for token in [&b"username=\"jaasuser\""[..], &[0xff, 0, 1, 2]] {
-        let mut raw = session(&warden);
+        let mut raw = warden.raw_session();
         let (header, reply) = sasl(&mut raw, 1, token);
         assert_eq!((header.err, reply), (ErrorCode::AUTH_FAILED, None));
         assert!(closed_by_server(&mut raw), "bad first token {token:?}");
     }
 
     // An oversized token.
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     sasl(&mut raw, 1, b"");
     let (header, _) = sasl(&mut raw, 2, &vec![b'a'; 64 * 1024]);
     assert_eq!(header.err, ErrorCode::AUTH_FAILED);
@@ -229,7 +211,7 @@ async fn garbled_sasl_tokens_fail_only_their_connection() {
 async fn sasl_without_jaas_users_is_answered_as_zookeeper_does() {
     // No JAAS Server section: ZooKeeper answers OK with a null token and keeps the connection.
     let warden = Warden::start("");
-    let mut raw = session(&warden);
+    let mut raw = warden.raw_session();
     let (header, token) = sasl(&mut raw, 1, b"");
     assert_eq!((header.xid, header.err, token), (1, ErrorCode::OK, None));
     let exists = Request::Exists(PathWatchRequest {

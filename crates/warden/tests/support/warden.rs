@@ -175,6 +175,14 @@ impl Warden {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
     }
+
+    /// A raw connection with a session established (its handshake sent and answered).
+    pub fn raw_session(&self) -> TcpStream {
+        let mut raw = self.raw();
+        raw.write_all(&handshake(0, &[0; 16], 10_000, 0)).unwrap();
+        read_frame(&mut raw).expect("the handshake is answered");
+        raw
+    }
 }
 
 impl Drop for Warden {
