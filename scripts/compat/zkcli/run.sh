@@ -289,6 +289,16 @@ fi
 
 SECTIONS=" ${ZKCLI_SECTIONS:-single sasl cluster} "
 section() { [[ "$SECTIONS" == *" $1 "* ]]; }
+
+# still_running WHAT LOG: the server under test is still up; if not, the tail of its log.
+still_running() {
+  if kill -0 "$COMPAT_PID" 2>/dev/null; then
+    ok "$1 still running"
+  else
+    not_ok "$1 still running"
+    tail -n 40 "$2" 2>/dev/null | comment
+  fi
+}
 # The cluster section's servers (started by cluster_section, stopped by cl_stop).
 declare -A CL_PID=()
 cl_stop() {
@@ -1017,12 +1027,7 @@ sasl_section() {
   sasl_shot "$dir/client-wrong.conf" get /sasl-node
   check "zkCli with a wrong SASL password: get /sasl-node does not print the data" no_re '^secret$'
   JAVA_CLI=("${saved[@]}")
-  if kill -0 "$COMPAT_PID" 2>/dev/null; then
-    ok "$COMPAT_SERVER with JAAS users still running"
-  else
-    not_ok "$COMPAT_SERVER with JAAS users still running"
-    tail -n 40 "$dir/server.log" 2>/dev/null | comment
-  fi
+  still_running "$COMPAT_SERVER with JAAS users" "$dir/server.log"
   compat_stop || true
 }
 
@@ -1039,12 +1044,7 @@ if section single && single_server_start; then
     echo "# cli_mt sessions took $((SECONDS - T0)) s"
   fi
 
-  if kill -0 "$COMPAT_PID" 2>/dev/null; then
-    ok "$COMPAT_SERVER still running after both sessions"
-  else
-    not_ok "$COMPAT_SERVER still running after both sessions"
-    tail -n 40 "$SERVER_LOG" 2>/dev/null | comment
-  fi
+  still_running "$COMPAT_SERVER after both sessions" "$SERVER_LOG"
   compat_stop || true
 fi
 
