@@ -707,6 +707,7 @@ impl Session {
                     ErrorCode::AUTH_FAILED
                 };
                 self.sasl_reply(xid, err, None);
+                self.ctx.stats.auth_failed.fetch_add(1, Ordering::Relaxed);
                 Err(Closed::SaslFailed(refused))
             }
         }
@@ -744,6 +745,7 @@ impl Session {
         };
         if ids.is_empty() {
             self.reply(xid, 0, ErrorCode::AUTH_FAILED);
+            self.ctx.stats.auth_failed.fetch_add(1, Ordering::Relaxed);
             return Err(Closed::AuthFailed(scheme.to_owned()));
         }
         self.add_auth(ids);

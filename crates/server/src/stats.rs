@@ -278,6 +278,9 @@ pub struct ServerStats {
     pub sessions_resumed: AtomicU64,
     /// Sessions this server, leading, expired for their clients' silence.
     pub sessions_expired: AtomicU64,
+    /// Client authentications this server refused, `addauth` and SASL alike (ZooKeeper's
+    /// auth_failed_count); kept since the start, `srst` leaves it.
+    pub auth_failed: AtomicU64,
     /// Bytes of successful reads and writes per top-level namespace.
     pub reads_per_namespace: PerNamespace,
     pub writes_per_namespace: PerNamespace,

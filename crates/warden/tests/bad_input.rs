@@ -194,6 +194,26 @@ async fn garbled_sasl_tokens_fail_only_their_connection() {
     assert_eq!(header.err, ErrorCode::AUTH_FAILED);
     assert!(closed_by_server(&mut raw), "oversized digest-response");
 
+    // An addauth with a scheme the server does not have fails the same way.
+    let mut raw = warden.raw_session();
+    let auth = Request::Auth(warden_proto::request::AuthRequest {
+        auth_type: 0,
+        scheme: "kerberos".into(),
+        auth: b"someone".to_vec(),
+    });
+    raw.write_all(&frame::encode_frame(&auth.encode_frame(-4)))
+        .unwrap();
+    let header = reply_header(&read_frame(&mut raw).unwrap());
+    assert_eq!(header.err, ErrorCode::AUTH_FAILED);
+    assert!(closed_by_server(&mut raw), "addauth with an unknown scheme");
+
+    // Every refusal is counted, as ZooKeeper's auth_failed_count.
+    let mntr = warden.four_letter("mntr");
+    assert!(
+        mntr.lines().any(|l| l == "zk_auth_failed_count\t6"),
+        "{mntr}"
+    );
+
     // The healthy session never noticed.
     healthy.set_data("/ok", b"1", None).await.unwrap();
     assert_eq!(healthy.get_data("/ok").await.unwrap().0, b"1");

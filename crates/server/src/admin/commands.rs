@@ -419,7 +419,7 @@ fn server_stats(ctx: &Context, o: &mut Object) {
         .put("min_latency", s.latency_min_ms as i64)
         .put("num_alive_client_connections", s.connections)
         .put("uptime", s.uptime_ms)
-        .put("auth_failed_count", 0)
+        .put("auth_failed_count", s.auth_failed)
         // Sic: Jackson's name for getNonMTLSRemoteConnCount.
         .put("non_mtlsremote_conn_count", 0)
         .put("non_mtlslocal_conn_count", 0);

@@ -47,6 +47,8 @@ pub struct Summary {
     pub zxid: i64,
     pub node_count: usize,
     pub uptime_ms: u64,
+    /// Client authentications refused since the start.
+    pub auth_failed: u64,
     pub data_dir_bytes: u64,
     pub log_dir_bytes: u64,
 }
@@ -69,6 +71,7 @@ pub fn summary(ctx: &Context) -> Summary {
         zxid: r.state().last_zxid(),
         node_count: r.state().tree().len(),
         uptime_ms: ctx.started.elapsed().as_millis() as u64,
+        auth_failed: r.stats.auth_failed.load(Ordering::Relaxed),
         data_dir_bytes: status.snapshot_bytes,
         log_dir_bytes: status.log_bytes,
     }
@@ -229,6 +232,10 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
             u(r.stats.packets_received.load(Ordering::Relaxed)),
         ),
         ("watch_count", n(r.watches().len())),
+        (
+            "auth_failed_count",
+            u(r.stats.auth_failed.load(Ordering::Relaxed)),
+        ),
         ("min_latency", Int(min as i64)),
         ("approximate_data_size", n(state.tree().approximate_bytes())),
         ("local_sessions", Int(0)),

@@ -51,6 +51,7 @@ const MONITOR_GAUGES: &[&str] = &[
     "packets_sent",
     "packets_received",
     "watch_count",
+    "auth_failed_count",
     "min_latency",
     "approximate_data_size",
     "local_sessions",
