@@ -16,6 +16,8 @@
 //! - [`connection`]: one client connection: handshake, request dispatch, bad-input handling.
 //! - [`auth`]: SASL DIGEST-MD5 and the JAAS file its users come from.
 //! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
+//! - [`writes`]: one connection's writes on their way into the log, handed to the next leader
+//!   when a change of leader lost them.
 //! - [`sessions`]: the session tracker: deadlines, touches, expiry.
 //! - [`cluster`]: the peer protocol, the peer listener, and followers' writes forwarded to the
 //!   leader.
@@ -39,6 +41,7 @@ pub mod replica;
 pub mod server;
 pub mod sessions;
 pub mod stats;
+pub mod writes;
 pub mod zoo_cfg;
 
 pub use config::{Config, ConfigError};
