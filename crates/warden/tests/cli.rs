@@ -401,6 +401,29 @@ fn keeper_client_helpers_and_four_letter_words() {
     ok(&named, "rw\n");
 }
 
+#[test]
+fn close_and_connect_in_a_script() {
+    let server = Warden::start("");
+    let other = Warden::start("");
+    ok(&cli(&other, "create /elsewhere"), "Created /elsewhere\n");
+    let lines = format!(
+        "create -e /mine\nclose\nls /\nconnect {}\nls /\nversion\n",
+        other.connect_string()
+    );
+    let run = script(&server, &lines);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "Created /mine\n\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null zxid: -1\n\
+             [elsewhere, keeper, zookeeper]\nWarden cli version: {}\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert_eq!(run.stderr, "Not connected\n");
+    // close ended the session at once: its ephemeral went with it.
+    ok(&cli(&server, "ls /"), "[keeper, zookeeper]\n");
+}
+
 /// A stdin script whose watches fire while it runs: zkCli's `WATCHER::` and `WatchedEvent` lines.
 #[test]
 fn scripts_print_watch_events() {
@@ -501,6 +524,12 @@ fn same_output_as_zkcli() {
         "delete -v 3 /cmp/b",
         "set /nothing x",
         "ls nothing",
+        "config -s",
+        "reconfig -remove 3",
+        "create -t 0 /t0",
+        "delquota /none",
+        "printwatches",
+        "redo 3",
     ] {
         let mut zkcli = Command::new("java");
         zkcli

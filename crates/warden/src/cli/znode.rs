@@ -8,6 +8,9 @@ use zookeeper_client as zk;
 
 use super::output;
 
+/// The largest TTL a node may have: 40 bits of milliseconds, as ZooKeeper's EphemeralType.
+const TTL_MS_MAX: i64 = 0xFF_FFFF_FFFF;
+
 /// What a command prints on success, or the message it prints (on stderr) on failure.
 pub type Reply = Result<String, String>;
 
@@ -222,8 +225,13 @@ pub async fn create(client: &zk::Client, request: CreateRequest<'_>) -> Reply {
     };
     let mut options = mode.with_acls(acls);
     if let Some(ttl) = ttl {
-        let ttl = u64::try_from(ttl).map_err(|_| format!("ttl must be positive: {ttl}"))?;
-        options = options.with_ttl(std::time::Duration::from_millis(ttl));
+        // zkCli's check (EphemeralType.MAX_EXTENDED_SERVER_ID's TTL range: 40 bits of ms).
+        if !(1..=TTL_MS_MAX).contains(&ttl) {
+            return Err(format!(
+                "ttl must be positive and cannot be larger than: {TTL_MS_MAX}"
+            ));
+        }
+        options = options.with_ttl(std::time::Duration::from_millis(ttl.unsigned_abs()));
     }
     let data = data.unwrap_or_default().as_bytes();
     let (_, sequence) = client
