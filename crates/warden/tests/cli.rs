@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::cluster::{Cluster, System};
 use support::servers::{install_zookeeper, repo_root};
 use support::warden::Warden;
 
@@ -399,6 +400,81 @@ fn keeper_client_helpers_and_four_letter_words() {
     assert!(srvr.stdout.contains("Mode: standalone"), "{}", srvr.stdout);
     let named = cli(&server, &format!("flwc isro {}", server.connect_string()));
     ok(&named, "rw\n");
+}
+
+/// `config` and `reconfig` against a 3-server Warden ensemble.
+#[test]
+fn config_and_reconfig_on_an_ensemble() {
+    let cluster = Cluster::start(System::Warden, 3, 0, "reconfigEnabled=true");
+    let home = tempfile::tempdir().unwrap();
+    let connect = cluster.member_connect_string(0);
+    let on_cluster = |args: &str, input: &str| {
+        let mut command = warden_cli(home.path());
+        command
+            .args(["-server", &connect])
+            .args(args.split_whitespace());
+        run(command, input)
+    };
+    let config = on_cluster("config", "");
+    assert_eq!(config.code, 0, "{}", config.stderr);
+    let lines: Vec<&str> = config.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "three servers and the version: {}",
+        config.stdout
+    );
+    for (i, member) in cluster.members.iter().enumerate() {
+        assert!(
+            lines[i].starts_with(&format!("server.{}=", i + 1)),
+            "{}",
+            config.stdout
+        );
+        assert!(
+            lines[i].ends_with(&format!(";127.0.0.1:{}", member.client_port)),
+            "{}",
+            config.stdout
+        );
+    }
+    let version = lines[3].strip_prefix("version=").expect("a version line");
+    let clients: Vec<String> = cluster
+        .members
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.client_port))
+        .collect();
+    ok(
+        &on_cluster("config -c", ""),
+        &format!("{version} {}\n", clients.join(",")),
+    );
+
+    let refused = on_cluster("reconfig -remove 3", "");
+    assert_eq!(
+        (refused.code, refused.stderr.as_str()),
+        (1, "Insufficient permission : \n")
+    );
+    let wrong = format!("{:x}", i64::from_str_radix(version, 16).unwrap() + 1);
+    let stale = on_cluster(
+        "",
+        &format!("addauth digest super:test\nreconfig -remove 3 -v {wrong}\n"),
+    );
+    assert_eq!(stale.stderr, "version No is not valid : \n");
+    let done = on_cluster(
+        "",
+        &format!("addauth digest super:test\nreconfig -remove 3 -v {version}\n"),
+    );
+    assert_eq!((done.code, done.stderr.as_str()), (0, ""));
+    let committed: Vec<&str> = done.stdout.lines().collect();
+    assert_eq!(committed[0], "Committed new configuration:");
+    assert!(
+        committed[1].starts_with("server.1=") && committed[2].starts_with("server.2="),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        committed[3].starts_with("version=") && !done.stdout.contains("server.3="),
+        "{}",
+        done.stdout
+    );
 }
 
 #[test]
