@@ -367,9 +367,14 @@ fn keeper_client_helpers_and_four_letter_words() {
     assert_eq!(script(&server, &lines).code, 0);
     ok(&cli(&server, "find_super_nodes 2 /f"), "/f\t2\n/f/big\t4\n");
     ok(&cli(&server, "find_super_nodes 3"), "/\t3\n/f/big\t4\n");
+    // Subtree sizes, the node itself included: /f 8, /f/big 5, /f/small 2, leaves 1.
     ok(
-        &cli(&server, "find_big_family /f 2"),
-        "/f/big\t4\n/f/small\t1\n",
+        &cli(&server, "find_big_family /f 3"),
+        "/f\t8\n/f/big\t5\n/f/small\t2\n",
+    );
+    ok(
+        &cli(&server, "find_big_family /f/small"),
+        "/f/small\t2\n/f/small/one\t1\n",
     );
 
     ok(&cli(&server, "set /f/big/c0 payload"), "");

@@ -1,6 +1,7 @@
 //! ClickHouse keeper-client's operator helpers, which zkCli lacks: the nodes with the most
 //! children, copying and moving a node in one multi, `touch`, and four-letter words.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{TcpStream, ToSocketAddrs as _};
@@ -46,16 +47,32 @@ pub async fn find_super_nodes(client: &zk::Client, threshold: usize, path: &str)
     Ok(out)
 }
 
-/// keeper-client's `find_big_family`: the `n` nodes below `path` with the most children,
-/// `path\tnumChildren`, most first (ties by path).
+/// keeper-client's `find_big_family`: the `n` nodes of the subtree (`path` included) with the
+/// biggest subtrees, `path\tnodes` where nodes counts the node itself and all its descendants;
+/// biggest first, ties in keeper-client's order (its `std::greater` on (size, path)).
 pub async fn find_big_family(client: &zk::Client, path: &str, n: usize) -> Reply {
     check_path(path)?;
-    let mut nodes = walk(client, path).await?;
-    nodes.remove(0);
-    nodes.sort_by(|(a, sa), (b, sb)| sb.num_children.cmp(&sa.num_children).then(a.cmp(b)));
+    let nodes = walk(client, path).await?;
+    let mut sizes: HashMap<&str, u64> = HashMap::new();
+    // `walk` lists parents before children: backwards, every child is counted before its parent.
+    for (node, _) in nodes.iter().rev() {
+        let size = sizes.entry(node.as_str()).or_insert(0);
+        *size += 1;
+        let size = *size;
+        if node != path {
+            let parent = match node.rfind('/') {
+                Some(0) => "/",
+                Some(i) => &node[..i],
+                None => continue,
+            };
+            *sizes.entry(parent).or_insert(0) += size;
+        }
+    }
+    let mut ranked: Vec<(u64, &str)> = sizes.into_iter().map(|(p, s)| (s, p)).collect();
+    ranked.sort_by(|a, b| b.cmp(a));
     let mut out = String::new();
-    for (node, stat) in nodes.into_iter().take(n) {
-        let _ = writeln!(out, "{node}\t{}", stat.num_children);
+    for (size, node) in ranked.into_iter().take(n) {
+        let _ = writeln!(out, "{node}\t{size}");
     }
     Ok(out)
 }
