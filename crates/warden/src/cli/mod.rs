@@ -173,7 +173,12 @@ fn interactive(
     let config = rustyline::Config::builder()
         .max_history_size(HISTORY_LINES_MAX)
         .and_then(|b| b.history_ignore_dups(true))
-        .map(|b| b.auto_add_history(false).build());
+        // Bash's way (and jline's in zkCli): Tab completes the common prefix, a second Tab lists.
+        .map(|b| {
+            b.auto_add_history(false)
+                .completion_type(rustyline::CompletionType::List)
+                .build()
+        });
     let editor =
         config.and_then(rustyline::Editor::<complete::ShellHelper, FileHistory>::with_config);
     let mut editor = match editor {

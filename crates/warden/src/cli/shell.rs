@@ -257,7 +257,13 @@ impl Shell {
                 String::new()
             }
             Command::Close => {
+                // zkCli's watcher reports its own session's end when state events are shown.
+                let reporting = self.session_events.is_some();
                 self.close();
+                if reporting {
+                    let closed = zk::WatchedEvent::new_session(zk::SessionState::Closed);
+                    self.events.print(output::watched_event(&closed));
+                }
                 String::new()
             }
             Command::Quit => {
