@@ -178,6 +178,9 @@ fn znode_commands_print_what_zkcli_prints() {
         "/a\n/a/b\n/a/s-0000000000\n/a/s-0000000001\n",
     );
     ok(&cli(&server, "getAllChildrenNumber /a"), "3\n");
+    ok(&cli(&server, "set -b /a/b aGk="), "");
+    ok(&cli(&server, "get /a/b"), "hi\n");
+    ok(&cli(&server, "get -b /a/b"), "aGk=\n");
     ok(&cli(&server, "sync /a"), "Sync is OK\n");
 
     ok(&cli(&server, "delete -v 0 /a/s-0000000000"), "");
@@ -209,7 +212,7 @@ fn errors_go_to_stderr_with_a_nonzero_exit_code() {
         "Node does not exist: /missing/child\n",
     );
     fails(&cli(&server, "ls e"), "Path must start with / character\n");
-    fails(&cli(&server, "get"), "get [-s] [-w] path\n");
+    fails(&cli(&server, "get"), "get [-s] [-w] [-b] [-x] path\n");
     fails(&cli(&server, "ls -x /"), "Unrecognized option: -x\n");
     fails(
         &cli(&server, "create -t 10 -e /t"),
@@ -611,6 +614,9 @@ fn same_output_as_zkcli() {
         "delquota /none",
         "printwatches",
         "redo 3",
+        "get -x /cmp/b",
+        "get -b /cmp/b",
+        "get -x /cmp/a",
     ] {
         let mut zkcli = Command::new("java");
         zkcli

@@ -32,7 +32,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "flwc",
         "word [host:port] # a four-letter word over a new TCP connection (alias 4lw)",
     ),
-    ("get", "[-s] [-w] path"),
+    ("get", "[-s] [-w] [-b] [-x] path"),
     ("getAcl", "[-s] path"),
     ("getAllChildrenNumber", "path"),
     ("getEphemerals", "path"),
@@ -52,7 +52,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("redo", "cmdno"),
     ("removewatches", "path [-c|-d|-a] [-l]"),
-    ("set", "[-s] [-v version] path data"),
+    ("set", "[-s] [-v version] [-b] path data"),
     ("setAcl", "[-s] [-v version] [-R] path acl"),
     ("setquota", "-n|-b|-N|-B val path"),
     ("stat", "[-w] path"),
@@ -75,6 +75,14 @@ pub enum QuotaField {
     BytesHard,
 }
 
+/// How `get` prints data: as text, or zkCli's `-b` (base64) and `-x` (Netty's hex dump).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataFormat {
+    Text,
+    Base64,
+    HexDump,
+}
+
 /// Which watches `removewatches` removes: `-c` children, `-d` data, `-a` (default) any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchKind {
@@ -95,6 +103,7 @@ pub enum Command {
         path: String,
         stat: bool,
         watch: bool,
+        format: DataFormat,
     },
     Stat {
         path: String,
@@ -105,6 +114,8 @@ pub enum Command {
         data: String,
         stat: bool,
         version: Option<i32>,
+        /// zkCli's `-b`: `data` is base64.
+        base64: bool,
     },
     Create {
         path: String,
@@ -369,12 +380,20 @@ pub fn parse(words: &[String]) -> Result<Option<Command>, ParseError> {
             }
         }
         "get" => {
-            let f = Flags::parse(rest, "sw", "")?;
+            let f = Flags::parse(rest, "swbx", "")?;
             let [path] = one(&f.args).ok_or_else(usage)?;
+            let format = if f.has('b') {
+                DataFormat::Base64
+            } else if f.has('x') {
+                DataFormat::HexDump
+            } else {
+                DataFormat::Text
+            };
             Command::Get {
                 path,
                 stat: f.has('s'),
                 watch: f.has('w'),
+                format,
             }
         }
         "stat" => {
@@ -386,13 +405,14 @@ pub fn parse(words: &[String]) -> Result<Option<Command>, ParseError> {
             }
         }
         "set" => {
-            let f = Flags::parse(rest, "s", "v")?;
+            let f = Flags::parse(rest, "sb", "v")?;
             let [path, data] = two(&f.args).ok_or_else(usage)?;
             Command::Set {
                 path,
                 data,
                 stat: f.has('s'),
                 version: f.number('v')?,
+                base64: f.has('b'),
             }
         }
         "create" => {
@@ -676,6 +696,7 @@ mod tests {
             data: "d".into(),
             stat: true,
             version: Some(3),
+            base64: false,
         };
         assert_eq!(parse_line("set /x d -s -v 3"), Ok(Some(want.clone())));
         assert_eq!(parse_line("set -s -v 3 /x d"), Ok(Some(want)));
@@ -715,7 +736,7 @@ mod tests {
     fn wrong_arguments_print_the_synopsis() {
         assert_eq!(
             parse_line("get").unwrap_err().to_string(),
-            "get [-s] [-w] path"
+            "get [-s] [-w] [-b] [-x] path"
         );
         assert_eq!(
             parse_line("ls -x /").unwrap_err().to_string(),

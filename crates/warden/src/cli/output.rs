@@ -144,6 +144,36 @@ pub fn prompt_state(state: Option<zk::SessionState>) -> &'static str {
     }
 }
 
+/// zkCli's `get -x`: Netty's `ByteBufUtil.prettyHexDump`, 16 bytes a row, bytes outside
+/// 0x20..0x7e shown as `.` on the right; nothing at all for empty data.
+pub fn hex_dump(data: &[u8]) -> String {
+    if data.is_empty() {
+        return String::new();
+    }
+    const RULE: &str =
+        "+--------+-------------------------------------------------+----------------+";
+    let mut out = String::from(
+        "         +-------------------------------------------------+\n\
+         \x20        |  0  1  2  3  4  5  6  7  8  9  a  b  c  d  e  f |\n",
+    );
+    out += RULE;
+    for (row, chunk) in data.chunks(16).enumerate() {
+        let hex: String = chunk.iter().map(|b| format!(" {b:02x}")).collect();
+        let text: String = chunk
+            .iter()
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        let _ = write!(out, "\n|{:08x}|{hex:<48} |{text:<16}|", row * 16);
+    }
+    out + "\n" + RULE
+}
+
 /// A Java `List.toString()`: `[a, b]`.
 pub fn java_list<S: AsRef<str>>(items: &[S]) -> String {
     let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
@@ -169,6 +199,18 @@ mod tests {
         );
         let acl = zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone());
         assert_eq!(acls(&[acl]), "'world,'anyone\n: cdrwa\n");
+    }
+
+    #[test]
+    fn hex_dump_as_netty_draws_it() {
+        let want = "         +-------------------------------------------------+\n\
+                    \x20        |  0  1  2  3  4  5  6  7  8  9  a  b  c  d  e  f |\n\
+                    +--------+-------------------------------------------------+----------------+\n\
+                    |00000000| 68 65 6c 6c 6f 2d 77 6f 72 6c 64 2d 30 31 32 33 |hello-world-0123|\n\
+                    |00000010| 61 09 62                                        |a.b             |\n\
+                    +--------+-------------------------------------------------+----------------+";
+        assert_eq!(hex_dump(b"hello-world-0123a\tb"), want);
+        assert_eq!(hex_dump(b""), "");
     }
 
     #[test]

@@ -395,8 +395,13 @@ async fn run_request(client: &zk::Client, command: Command) -> (Reply, Option<Ke
             let result = znode::ls(client, &path, stat, watch, recursive).await;
             return with_watch(result, path, WatchKind::Children);
         }
-        Command::Get { path, stat, watch } => {
-            let result = znode::get(client, &path, stat, watch).await;
+        Command::Get {
+            path,
+            stat,
+            watch,
+            format,
+        } => {
+            let result = znode::get(client, &path, stat, watch, format).await;
             return with_watch(result, path, WatchKind::Data);
         }
         Command::Stat { path, watch } => {
@@ -422,7 +427,8 @@ async fn run_request(client: &zk::Client, command: Command) -> (Reply, Option<Ke
             data,
             stat,
             version,
-        } => znode::set(client, &path, &data, stat, version).await,
+            base64,
+        } => znode::set(client, &path, &data, stat, version, base64).await,
         Command::Create {
             path,
             data,

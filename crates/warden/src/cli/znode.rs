@@ -6,6 +6,9 @@ use std::fmt::Write as _;
 
 use zookeeper_client as zk;
 
+use base64::Engine as _;
+
+use super::command::DataFormat;
 use super::output;
 
 /// The largest TTL a node may have: 40 bits of milliseconds, as ZooKeeper's EphemeralType.
@@ -115,6 +118,7 @@ pub async fn get(
     path: &str,
     stat: bool,
     watch: bool,
+    format: DataFormat,
 ) -> Result<(String, Option<NewWatch>), String> {
     check_path(path)?;
     let (data, node_stat, watcher) = if watch {
@@ -124,7 +128,11 @@ pub async fn get(
         let (d, s) = client.get_data(path).await.map_err(fail(path))?;
         (d, s, None)
     };
-    let mut out = String::from_utf8_lossy(&data).into_owned() + "\n";
+    let mut out = match format {
+        DataFormat::Text => String::from_utf8_lossy(&data).into_owned(),
+        DataFormat::Base64 => base64::engine::general_purpose::STANDARD.encode(&data),
+        DataFormat::HexDump => output::hex_dump(&data),
+    } + "\n";
     if stat {
         out += &output::stat(&node_stat);
     }
@@ -160,10 +168,17 @@ pub async fn set(
     data: &str,
     stat: bool,
     version: Option<i32>,
+    base64: bool,
 ) -> Reply {
     check_path(path)?;
+    let data = if base64 {
+        let decoded = base64::engine::general_purpose::STANDARD.decode(data);
+        decoded.map_err(|e| format!("Illegal base64 data: {e}"))?
+    } else {
+        data.as_bytes().to_vec()
+    };
     let node_stat = client
-        .set_data(path, data.as_bytes(), version)
+        .set_data(path, &data, version)
         .await
         .map_err(fail(path))?;
     Ok(if stat {
