@@ -222,6 +222,13 @@ fn errors_go_to_stderr_with_a_nonzero_exit_code() {
         &cli(&server, "removewatches /e"),
         "KeeperErrorCode = No such watcher for /e\n",
     );
+    // What the zookeeper-client crate cannot express is refused, not faked.
+    fails(
+        &cli(&server, "removewatches -l /e"),
+        "removewatches -l is not supported: the zookeeper-client crate cannot remove a watch locally only\n",
+    );
+    // -r (read-only servers allowed) connects to a writable server as well.
+    ok(&cli(&server, "-r ls /e"), "[]\n");
     ok(&cli(&server, "create -e /e/eph"), "Created /e/eph\n");
     // The one-shot session ended, and its ephemeral with it.
     fails(
@@ -816,6 +823,22 @@ fn interactive_in_a_real_terminal() {
     tmux.wait_for("getAllChildrenNumber /tmuxnode");
     tmux.keys(&["Enter"]);
     tmux.wait_for(&prompt(1));
+
+    // Two children share a prefix: Tab completes it, a second Tab lists them.
+    ok(
+        &cli(&server, "create /tmuxnode/alpha1"),
+        "Created /tmuxnode/alpha1\n",
+    );
+    ok(
+        &cli(&server, "create /tmuxnode/alpha2"),
+        "Created /tmuxnode/alpha2\n",
+    );
+    tmux.type_text("ls /tmuxnode/a");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("ls /tmuxnode/alpha");
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("alpha1  alpha2");
+    tmux.keys(&["C-u"]);
 
     // Line editing: a typo fixed with Backspace, a missing letter put in after C-a.
     tmux.type_text("et /tmuxnodeXX");

@@ -511,3 +511,17 @@ pub fn usage() -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_names_every_command_with_its_synopsis() {
+        let usage = usage();
+        for (name, synopsis) in command::COMMANDS {
+            assert!(usage.contains(&format!("\t{name} {synopsis}\n")), "{name}");
+        }
+        assert!(usage.starts_with("warden cli -server host:port"));
+    }
+}
