@@ -22,7 +22,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("delquota", "[-n|-b|-N|-B] path"),
     (
         "find_big_family",
-        "[path] [n] # the n nodes under path with the most descendants (default /, 10)",
+        "[path] [n] # the n nodes of the subtree (path included) with the biggest subtrees (default /, 10)",
     ),
     (
         "find_super_nodes",
