@@ -5,27 +5,32 @@
 # suites (kazoo, go-zookeeper, Curator, Curator's own published test suites, zkCli and the C
 # client, ClickHouse) against a real `warden server`, and (all but zkCli) against 3-server
 # clusters of them (Curator's own suites: a representative part unless CURATOR_SUITES=full);
-# then the fault suite's short profile (scripts/faults/run.sh: kills, pauses, partitions and
-# damaged disks on a 3-server cluster, histories checked with porcupine; needs root).
+# then the Debian package (scripts/package/test.sh: built, installed into a throwaway root,
+# started as its systemd unit says, upgraded, purged; needs root), then the fault suite's short
+# profile (scripts/faults/run.sh: kills, pauses, partitions and damaged disks on a 3-server
+# cluster, histories checked with porcupine; needs root).
 # Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from Maven Central,
 # PyPI, Go and Debian packages).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh --cargo-only    fmt, clippy and cargo test only
 #   scripts/test.sh --compat-only   the compatibility suites only
+#   scripts/test.sh --package-only  the Debian package's test only
 #   scripts/test.sh --faults-only   the fault suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo_tests=1
 compat=1
+package=1
 faults=1
 case "${1:-}" in
-  --cargo-only) compat=0; faults=0 ;;
-  --compat-only) cargo_tests=0; faults=0 ;;
-  --faults-only) cargo_tests=0; compat=0 ;;
+  --cargo-only) compat=0; package=0; faults=0 ;;
+  --compat-only) cargo_tests=0; package=0; faults=0 ;;
+  --package-only) cargo_tests=0; compat=0; faults=0 ;;
+  --faults-only) cargo_tests=0; compat=0; package=0 ;;
   "") ;;
-  *) echo "usage: $0 [--cargo-only|--compat-only|--faults-only]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--cargo-only|--compat-only|--package-only|--faults-only]" >&2; exit 2 ;;
 esac
 
 log="$(mktemp)"
@@ -44,7 +49,7 @@ if (( cargo_tests )); then
   cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$log" || status=$?
 fi
 
-if (( compat || faults )); then
+if (( compat || package || faults )); then
   echo "== build the server under test"
   cargo build --release --locked -p warden
   export WARDEN_BIN="$PWD/target/release/warden"
@@ -67,6 +72,9 @@ run_suite() {
 if (( compat )); then
   for suite in scripts/compat/*/run.sh; do run_suite "$suite"; done
 fi
+if (( package )); then
+  run_suite scripts/package/test.sh
+fi
 if (( faults )); then
   run_suite scripts/faults/run.sh
 fi
@@ -79,10 +87,10 @@ if [[ -s "$failures" ]]; then
 fi
 
 # One closing line for the whole run: cargo's "test result:" lines and each suite's last line
-# ("compat NAME: N passed, M failed, K skipped"; "faults NAME: N passed, M failed").
-awk '/^test result:/ || /^(compat|faults) [^:]*: [0-9]+ passed/ {
+# ("compat NAME: N passed, M failed, K skipped"; "package deb: ..."; "faults NAME: N passed, M failed").
+awk '/^test result:/ || /^(compat|package|faults) [^:]*: [0-9]+ passed/ {
        for (i = 1; i <= NF; i++) { w = $(i); sub(/[;,]$/, "", w)
          if (w == "passed") p += $(i-1); if (w == "failed") f += $(i-1) } }
-     /^(compat|faults) [^:]*: [0-9]+ passed/ { print }
+     /^(compat|package|faults) [^:]*: [0-9]+ passed/ { print }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# The Debian package, built, inspected, installed, started as its systemd unit says, used,
+# stopped, upgraded, removed and purged; nothing of it is left on the machine.
+#
+#   scripts/package/test.sh            (as root)
+#
+# Without systemd as PID 1 (containers, most CI machines) the package is installed into a
+# throwaway root: an overlay of / on a tmpfs, in a mount and PID namespace of its own, entered
+# with chroot. dpkg, adduser and the maintainer scripts run there for real; the host's files,
+# users and dpkg database never change, and every process started there dies with the
+# namespace. The service is started as systemd would: the unit's ExecStartPre, then its
+# ExecStart, as User=warden with an empty capability bounding set and no new privileges.
+# With systemd as PID 1 the package goes into the real root instead, `systemctl start warden`
+# starts it, and the test purges it afterwards and checks that nothing is left.
+#
+# Environment:
+#   DEB                 the package to test (default: built now by scripts/package/deb.sh)
+#   PACKAGE_TIMEOUT     hard limit for the whole run in seconds (default 300)
+#   PACKAGE_KEEP=1      keep the work directory (logs) and print its path (also kept on failure)
+#
+# Prints `ok - ...` / `not ok - ...` per check; the last line is always
+# `package deb: N passed, M failed, K skipped`; exits 0 iff nothing failed.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+
+# ---- outer process: build, hard limit, summary ---------------------------------------------
+if [[ "${1:-}" != --inner && "${1:-}" != --in-namespace ]]; then
+  if [[ "$(id -u)" != 0 ]]; then
+    echo "# installing a package needs root"
+    echo "package deb: 0 passed, 0 failed, 1 skipped"
+    exit 0
+  fi
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/package-deb.XXXXXX")"
+  export WORK
+  echo "0 0 0" >"$WORK/counts"
+  start=$SECONDS
+  rc=0
+  if [[ -z "${DEB:-}" ]]; then
+    DEB="$("$REPO/scripts/package/deb.sh" | tail -n1)" || { echo "not ok - scripts/package/deb.sh builds the package"; rc=1; }
+  fi
+  export DEB
+  if ((rc == 0)); then
+    # timeout signals its whole process group on expiry: the inner script and unshare (whose
+    # --kill-child then SIGKILLs the namespace, the server with it).
+    timeout --kill-after=20 "${PACKAGE_TIMEOUT:-300}" "$0" --inner || rc=$?
+  fi
+  read -r passed failed skipped <"$WORK/counts"
+  if ((rc == 124 || rc == 137)); then
+    echo "not ok - finished within the hard limit of ${PACKAGE_TIMEOUT:-300} s"
+    failed=$((failed + 1))
+  elif ((rc != 0)); then
+    echo "not ok - the test script itself ran to completion (it exited with status $rc)"
+    failed=$((failed + 1))
+  fi
+  if [[ "${PACKAGE_KEEP:-0}" == 1 || $failed -ne 0 ]]; then
+    echo "# kept $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  echo "# wall time $((SECONDS - start)) s"
+  echo "package deb: $passed passed, $failed failed, $skipped skipped"
+  [[ $failed -eq 0 ]]
+  exit
+fi
+
+# ---- checks ---------------------------------------------------------------------------------
+: "${WORK:?run scripts/package/test.sh without arguments}"
+read -r PASSED FAILED SKIPPED <"$WORK/counts"
+counts() { echo "$PASSED $FAILED $SKIPPED" >"$WORK/counts"; }
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; counts; }
+not_ok() { FAILED=$((FAILED + 1)); echo "not ok - $*"; counts; }
+skip() { SKIPPED=$((SKIPPED + 1)); echo "ok - $* # SKIP"; counts; }
+comment() { sed 's/^/#   /'; }
+# check DESCRIPTION COMMAND...: ok if the command succeeds; its output is shown if not.
+check() {
+  local desc=$1 out
+  shift
+  if out="$("$@" 2>&1)"; then ok "$desc"; else not_ok "$desc"; head -n 30 <<<"$out" | comment; fi
+}
+check_eq() {
+  if [[ "$2" == "$3" ]]; then ok "$1"; else not_ok "$1"; echo "#   got '$2', want '$3'"; fi
+}
+
+# The host's state of everything the package touches, to compare before and after.
+host_state() {
+  for path in /usr/bin/warden /etc/warden /var/lib/warden /lib/systemd/system/warden.service \
+    /etc/systemd/system/multi-user.target.wants/warden.service; do
+    if [[ -e "$path" || -L "$path" ]]; then echo "$path exists"; fi
+  done
+  getent passwd warden || true
+  getent group warden || true
+  dpkg-query -W -f='${db:Status-Abbrev}\n' warden 2>/dev/null || true
+}
+
+# ---- the package file itself ------------------------------------------------------------------
+inspect() {
+  local info contents cargo_version
+  info="$(dpkg-deb -f "$DEB")"
+  contents="$(dpkg-deb -c "$DEB")"
+  cargo_version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml")"
+  check_eq "Package is warden" "$(dpkg-deb -f "$DEB" Package)" warden
+  check "Version is Cargo.toml's ($cargo_version) with a Debian revision" \
+    grep -qE "^$cargo_version-[0-9]+\$" <<<"$(dpkg-deb -f "$DEB" Version)"
+  check_eq "Architecture is dpkg's ($(dpkg --print-architecture))" \
+    "$(dpkg-deb -f "$DEB" Architecture)" "$(dpkg --print-architecture)"
+  check "Depends names libc6 (from dpkg-shlibdeps) and adduser" \
+    grep -qE '^Depends: adduser, .*libc6 \(>= [0-9.]+\)' <<<"$info"
+  check "Maintainer and Description are set" \
+    grep -qE '^Maintainer: .+ <.+@.+>' <<<"$info"
+  check "Description has a synopsis and a long text" grep -qE '^Description: .+' <<<"$info"
+  for path in ./usr/bin/warden ./lib/systemd/system/warden.service ./etc/warden/zoo.cfg \
+    ./usr/share/doc/warden/copyright ./usr/share/doc/warden/changelog.Debian.gz \
+    ./usr/share/doc/warden/packaging.md.gz ./usr/share/man/man1/warden.1.gz; do
+    check "it holds $path" grep -qE " $path\$" <<<"$contents"
+  done
+  check "every file belongs to root:root" bash -c '! grep -v " root/root " <<<"$1"' _ "$contents"
+  check_eq "conffiles is /etc/warden/zoo.cfg" "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles)" /etc/warden/zoo.cfg
+  local x="$WORK/extract"
+  dpkg-deb -x "$DEB" "$x"
+  check "its warden binary runs (--version)" "$x/usr/bin/warden" --version
+  check "its binary is stripped" bash -c '! file "$1" | grep -q "not stripped"' _ "$x/usr/bin/warden"
+  check "its zoo.cfg passes --check-config" "$x/usr/bin/warden" server --zoo-cfg "$x/etc/warden/zoo.cfg" --check-config
+}
+
+lint() {
+  if ! command -v lintian >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends lintian >"$WORK/apt.log" 2>&1 ||
+      { apt-get update -q >>"$WORK/apt.log" 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends lintian >>"$WORK/apt.log" 2>&1; } || true
+  fi
+  if command -v lintian >/dev/null; then
+    # lintian warns that it runs as root; its tags are the lines with a "X: warden" prefix.
+    check "lintian finds no error or warning" lintian --fail-on error,warning "$DEB"
+  else
+    skip "lintian (not installable here)"
+  fi
+}
+
+
+# ---- the service, started as its unit says ----------------------------------------------------
+# In $ROOT ("" for the real root); IN runs a command there.
+IN() { if [[ -n "$ROOT" ]]; then chroot "$ROOT" "$@"; else "$@"; fi; }
+UNIT=/lib/systemd/system/warden.service
+unit_value() { sed -n "s/^$1=//p" "$ROOT$UNIT" | tail -n1; }
+
+free_port() {
+  local port
+  for _ in $(seq 1 100); do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+  done
+  return 1
+}
+# four_letter PORT WORD: the server's answer.
+four_letter() {
+  local answer
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf '%s' "$2" >&3
+  answer="$(timeout 5 cat <&3)" || true
+  exec 3<&-
+  printf '%s' "$answer"
+}
+wait_port() {
+  for _ in $(seq 1 300); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    if [[ -n "${SERVICE_PID:-}" ]] && ! kill -0 "$SERVICE_PID" 2>/dev/null; then return 1; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# The unit's ExecStartPre and ExecStart as systemd runs them, without systemd: as User= and
+# Group=, with Environment= and UMask=, no capabilities, no new privileges, from /.
+SERVICE_PID=""
+service_start() {
+  local user group env pre cmd log="$WORK/service-$1.log"
+  user="$(unit_value User)" group="$(unit_value Group)"
+  read -r -a env <<<"$(unit_value Environment)"
+  read -r -a pre <<<"$(unit_value ExecStartPre)"
+  read -r -a cmd <<<"$(unit_value ExecStart)"
+  local as=(setpriv --reuid="$user" --regid="$group" --init-groups --no-new-privs
+    --bounding-set=-all --inh-caps=-all -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin
+    "HOME=/var/lib/warden" "USER=$user" "${env[@]}")
+  umask "$(unit_value UMask)"
+  if ! IN "${as[@]}" "${pre[@]}" >"$WORK/check-config-$1.log" 2>&1; then
+    umask 022
+    not_ok "ExecStartPre (--check-config) passes as $user"
+    comment <"$WORK/check-config-$1.log"
+    return 1
+  fi
+  ok "ExecStartPre (--check-config) passes as $user"
+  # exec, so that $! is the server itself, the process KillSignal= goes to.
+  if [[ -n "$ROOT" ]]; then
+    (exec chroot "$ROOT" "${as[@]}" "${cmd[@]}" >"$log" 2>&1) &
+  else
+    (exec "${as[@]}" "${cmd[@]}" >"$log" 2>&1) &
+  fi
+  SERVICE_PID=$!
+  umask 022
+  if wait_port "$PORT"; then ok "ExecStart listens on $PORT"; else
+    not_ok "ExecStart listens on $PORT"
+    tail -n 30 "$log" | comment
+    return 1
+  fi
+  check_eq "the server runs as $user" "$(IN stat -c %U "/proc/$SERVICE_PID")" "$user"
+}
+# SIGTERM by PID, as KillSignal= says, and a clean exit within TimeoutStopSec=.
+service_stop() {
+  local limit status=0 log="$WORK/service-$1.log"
+  limit="$(unit_value TimeoutStopSec)"
+  limit="${limit%s}"
+  kill -TERM "$SERVICE_PID"
+  for _ in $(seq 1 $((limit * 10))); do
+    kill -0 "$SERVICE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$SERVICE_PID" 2>/dev/null; then
+    not_ok "SIGTERM stops the server within TimeoutStopSec (${limit} s)"
+    kill -KILL "$SERVICE_PID"
+  else
+    ok "SIGTERM stops the server within TimeoutStopSec (${limit} s)"
+  fi
+  wait "$SERVICE_PID" || status=$?
+  SERVICE_PID=""
+  check_eq "it exits with status 0" "$status" 0
+  check "its log says it stopped on SIGTERM" grep -q "SIGTERM received" "$log"
+  check "its log is an operator's, not openraft's chatter ($(wc -l <"$log") lines)" \
+    bash -c '! grep -q "openraft" "$1" && (($(wc -l <"$1") <= 20))' _ "$log"
+}
+
+use_service() {
+  local answer
+  check_eq "ruok answers imok" "$(four_letter "$PORT" ruok)" imok
+  answer="$(four_letter "$PORT" srvr)"
+  if grep -q '^Mode: standalone' <<<"$answer"; then ok "srvr answers Mode: standalone"; else
+    not_ok "srvr answers Mode: standalone"
+    comment <<<"$answer"
+  fi
+  check "the admin server answers /health with 200" bash -c \
+    'exec 3<>/dev/tcp/127.0.0.1/$1; printf "GET /health HTTP/1.0\r\n\r\n" >&3; timeout 5 head -n1 <&3 | grep -q " 200 "' \
+    _ "$ADMIN_PORT"
+}
+
+# ---- without systemd: a throwaway root --------------------------------------------------------
+in_namespace() {
+  local base="$WORK/overlay"
+  mkdir -p "$base"
+  mount -t tmpfs -o size=1g tmpfs "$base"
+  mkdir "$base/upper" "$base/work" "$base/root"
+  # The root file system only: other mounts (/work, /proc, ...) do not show through.
+  mount -t overlay overlay -o "lowerdir=/,upperdir=$base/upper,workdir=$base/work" "$base/root"
+  ROOT="$base/root"
+  mount --bind /dev "$ROOT/dev"
+  mount -t proc proc "$ROOT/proc"
+  mount -t tmpfs tmpfs "$ROOT/run"
+  mount -t tmpfs tmpfs "$ROOT/tmp"
+  cp "$DEB" "$ROOT/tmp/warden.deb"
+  check "dpkg -i installs it" IN dpkg -i /tmp/warden.deb
+  installed_checks
+  service_checks
+  upgrade_checks
+  removal_checks
+}
+
+installed_checks() {
+  check_eq "dpkg says it is installed" "$(IN dpkg-query -W -f='${db:Status-Abbrev}' warden)" "ii "
+  check "postinst made the warden system user, home /var/lib/warden, no login shell" bash -c \
+    'IFS=: read -r _ _ uid _ _ home shell <<<"$1"; ((uid < 1000)) && [[ $home == /var/lib/warden && $shell == /usr/sbin/nologin ]]' \
+    _ "$(IN getent passwd warden)"
+  check_eq "postinst made /var/lib/warden, warden's, 0750" "$(IN stat -c '%U:%G %a' /var/lib/warden)" "warden:warden 750"
+  check_eq "zoo.cfg is root:warden 0640" "$(IN stat -c '%U:%G %a' /etc/warden/zoo.cfg)" "root:warden 640"
+  check "the unit is enabled (a multi-user.target.wants link), even without systemd running" \
+    test -L "$ROOT/etc/systemd/system/multi-user.target.wants/warden.service"
+  if IN sh -c 'command -v systemd-analyze' >/dev/null 2>&1; then
+    check "systemd-analyze verify finds nothing to say about the unit" \
+      bash -c 'out="$(${1:+chroot "$1"} systemd-analyze verify "$2" 2>&1)"; echo "$out"; [[ -z $out ]]' _ "$ROOT" "$UNIT"
+    local exposure
+    exposure="$(IN systemd-analyze security --offline=yes "$UNIT" 2>/dev/null |
+      sed -n 's/.*Overall exposure level for warden.service: \([0-9.]*\).*/\1/p')"
+    check "systemd-analyze security rates the unit's exposure at most 2.0 (it says ${exposure:-nothing})" \
+      awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 2.0) }'
+  else
+    skip "systemd-analyze verify (not installed)"
+  fi
+}
+
+service_checks() {
+  # The operator's own edits of the conffile: ports free on this machine, loopback only.
+  PORT="$(free_port)" ADMIN_PORT="$(free_port)"
+  sed -i -e "s/^clientPort=.*/clientPort=$PORT/" -e 's/^#clientPortAddress=/clientPortAddress=/' \
+    -e 's/^#admin.serverAddress=.*/admin.serverAddress=127.0.0.1/' \
+    -e "s/^#admin.serverPort=.*/admin.serverPort=$ADMIN_PORT/" "$ROOT/etc/warden/zoo.cfg"
+  service_start first || return 0
+  use_service
+  check "warden cli creates /packaged" IN warden cli -server "127.0.0.1:$PORT" create /packaged kept
+  check_eq "warden cli reads it back" "$(IN warden cli -server "127.0.0.1:$PORT" get /packaged 2>&1)" kept
+  check_eq "everything in /var/lib/warden is warden's" \
+    "$(IN find /var/lib/warden ! -user warden -printf '%p\n')" ""
+  service_stop first
+}
+
+upgrade_checks() {
+  local next="$WORK/next" uid
+  uid="$(IN id -u warden)"
+  # The same files under the next Debian revision: what an upgrade does to them.
+  dpkg-deb -R "$DEB" "$next"
+  sed -i -E 's/^(Version: .*-)([0-9]+)$/echo "\1$((\2 + 1))"/e' "$next/DEBIAN/control"
+  dpkg-deb --root-owner-group --build "$next" "$ROOT/tmp/warden-next.deb" >/dev/null
+  check "dpkg -i upgrades it to $(dpkg-deb -f "$ROOT/tmp/warden-next.deb" Version)" IN dpkg -i /tmp/warden-next.deb
+  check "the operator's zoo.cfg is kept" grep -q "^clientPort=$PORT\$" "$ROOT/etc/warden/zoo.cfg"
+  check_eq "the warden user is the same" "$(IN id -u warden)" "$uid"
+  service_start upgraded || return 0
+  check_eq "the znode written before the upgrade is there" \
+    "$(IN warden cli -server "127.0.0.1:$PORT" get /packaged 2>&1)" kept
+  service_stop upgraded
+}
+
+removal_checks() {
+  check "dpkg -r removes it" IN dpkg -r warden
+  check "the binary and the unit are gone" bash -c '[[ ! -e $1/usr/bin/warden && ! -e $1$2 ]]' _ "$ROOT" "$UNIT"
+  check "remove keeps zoo.cfg and the data" bash -c '[[ -f $1/etc/warden/zoo.cfg && -n $(ls -A "$1/var/lib/warden") ]]' _ "$ROOT"
+  check "dpkg -P purges it" IN dpkg -P warden
+  check "purge removes /etc/warden and /var/lib/warden" bash -c '[[ ! -e $1/etc/warden && ! -e $1/var/lib/warden ]]' _ "$ROOT"
+  check "purge removes the unit's enablement link" \
+    bash -c '[[ ! -L $1/etc/systemd/system/multi-user.target.wants/warden.service ]]' _ "$ROOT"
+  check_eq "dpkg knows nothing of it" "$(IN dpkg-query -W -f='${db:Status-Abbrev}' warden 2>/dev/null || true)" ""
+}
+
+# ---- with systemd: the real root, purged at the end -------------------------------------------
+with_systemd() {
+  ROOT=""
+  check "dpkg -i installs it" dpkg -i "$DEB"
+  installed_checks
+  PORT="$(sed -n 's/^clientPort=//p' /etc/warden/zoo.cfg)" ADMIN_PORT=8080
+  check "systemctl start warden" systemctl start warden
+  if wait_port "$PORT"; then ok "it listens on $PORT"; else not_ok "it listens on $PORT"; fi
+  check "systemctl says it is active" systemctl is-active --quiet warden
+  use_service
+  check "warden cli creates /packaged" warden cli -server "127.0.0.1:$PORT" create /packaged kept
+  check "systemctl stop warden" systemctl stop warden
+  check "the journal says it stopped on SIGTERM" bash -c 'journalctl -u warden --no-pager | grep -q "SIGTERM received"'
+  removal_checks
+}
+
+if [[ "$1" == --in-namespace ]]; then
+  trap 'if [[ -n "${SERVICE_PID:-}" ]]; then kill -KILL "$SERVICE_PID" 2>/dev/null || true; fi' EXIT
+  in_namespace
+  exit 0
+fi
+
+before="$(host_state)"
+inspect
+lint
+if [[ -d /run/systemd/system ]]; then
+  echo "# systemd runs this machine: installing into the real root, purged at the end"
+  with_systemd
+else
+  echo "# no systemd as PID 1: installing into a throwaway root (an overlay of /)"
+  # --kill-child: whatever still runs in the namespace dies with it.
+  unshare --mount --pid --fork --kill-child "$0" --in-namespace ||
+    { read -r PASSED FAILED SKIPPED <"$WORK/counts"; not_ok "the throwaway root's checks ran to completion"; }
+  read -r PASSED FAILED SKIPPED <"$WORK/counts"
+fi
+check_eq "the host is as before: no warden user, files or dpkg entry left" "$(host_state)" "$before"
