@@ -25,7 +25,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 
 # ---- outer process: build, hard limit, summary ---------------------------------------------
-if [[ "${1:-}" != --inner && "${1:-}" != --in-namespace ]]; then
+case "${1:-}" in "" | --inner | --in-namespace | --in-nspawn) ;; *) echo "usage: $0" >&2; exit 2 ;; esac
+if [[ -z "${1:-}" ]]; then
   if [[ "$(id -u)" != 0 ]]; then
     echo "# installing a package needs root"
     echo "package deb: 0 passed, 0 failed, 1 skipped"
@@ -343,6 +344,80 @@ with_systemd() {
   removal_checks
 }
 
+# ---- without systemd as PID 1, but with systemd-nspawn: a booted throwaway root ----------------
+# The real systemd, as PID 1 of a container booted from an overlay of / (its own network, so
+# 2181 and 8080 as shipped), applies the unit's sandbox for real. Run in a mount namespace
+# whose /run is a tmpfs, so nspawn's own state stays out of the host's /run.
+in_nspawn() {
+  local base="$WORK/nspawn" nspawn_pid init="" state="" pid
+  mount -t tmpfs tmpfs /run
+  mkdir -p "$base"
+  mount -t tmpfs -o size=1g tmpfs "$base"
+  mkdir "$base/upper" "$base/work" "$base/root"
+  mount -t overlay overlay -o "lowerdir=/,upperdir=$base/upper,workdir=$base/work" "$base/root"
+  # Container images forbid service starts at install (exit 101); a real machine does not.
+  rm -f "$base/root/usr/sbin/policy-rc.d"
+  # Not /tmp: the booted system mounts a tmpfs there.
+  cp "$DEB" "$base/root/root/warden.deb"
+  timeout 240 systemd-nspawn -q --register=no --keep-unit --link-journal=no --private-network \
+    -D "$base/root" --boot </dev/null >"$WORK/nspawn.log" 2>&1 &
+  nspawn_pid=$!
+  for _ in $(seq 1 150); do
+    init="$(pgrep -P "$(pgrep -P "$nspawn_pid" | head -n1)" -x systemd 2>/dev/null | head -n1)" || true
+    [[ -n "$init" ]] && break
+    sleep 0.2
+  done
+  C() { nsenter -t "$init" -a "$@"; }
+  for _ in $(seq 1 100); do
+    state="$(C systemctl is-system-running 2>/dev/null)" || true
+    [[ "$state" == running || "$state" == degraded ]] && break
+    sleep 0.3
+  done
+  if [[ "$state" != running && "$state" != degraded ]]; then
+    not_ok "a container boots systemd (state: ${state:-none})"
+    tail -n 20 "$WORK/nspawn.log" | comment
+    kill "$nspawn_pid" 2>/dev/null || true
+    wait "$nspawn_pid" || true
+    return 0
+  fi
+  ok "a container boots systemd from an overlay of / (systemctl: $state)"
+  check "dpkg -i installs it there" C dpkg -i /root/warden.deb
+  for _ in $(seq 1 100); do
+    C bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181' 2>/dev/null && break
+    sleep 0.1
+  done
+  check "postinst started it: systemctl says active" C systemctl is-active warden
+  check_eq "ruok on 2181 answers imok" \
+    "$(C bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf ruok >&3; timeout 5 cat <&3' 2>&1)" imok
+  check "srvr answers Mode: standalone" bash -c 'grep -q "^Mode: standalone" <<<"$1"' _ \
+    "$(C bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf srvr >&3; timeout 5 cat <&3' 2>&1)"
+  check "warden cli creates /packaged" C warden cli -server 127.0.0.1:2181 create /packaged kept
+  check_eq "warden cli reads it back" "$(C warden cli -server 127.0.0.1:2181 get /packaged 2>&1)" kept
+  pid="$(C systemctl show -p MainPID --value warden)"
+  check_eq "the server runs as warden" "$(C stat -c %U "/proc/$pid")" warden
+  check_eq "with no new privileges, no capabilities and a seccomp filter" \
+    "$(C sed -n 's/^\(NoNewPrivs\|CapBnd\|CapEff\|Seccomp\):[[:space:]]*/\1=/p' "/proc/$pid/status" | tr '\n' ' ')" \
+    "CapEff=0000000000000000 CapBnd=0000000000000000 NoNewPrivs=1 Seccomp=2 "
+  check "its file system is read-only but /var/lib/warden (ProtectSystem=strict)" \
+    C nsenter -t "$pid" -m sh -c '! touch /usr/warden-probe 2>/dev/null && ! touch /etc/warden-probe 2>/dev/null &&
+      touch /var/lib/warden/.probe && rm /var/lib/warden/.probe'
+  check "systemctl stop warden" C systemctl stop warden
+  check_eq "it stopped cleanly (Result, exit status)" \
+    "$(C systemctl show -p Result -p ExecMainStatus warden | sort | tr '\n' ' ')" "ExecMainStatus=0 Result=success "
+  check "the journal says it stopped on SIGTERM" bash -c 'grep -q "SIGTERM received" <<<"$1"' _ \
+    "$(C journalctl -u warden --no-pager 2>&1)"
+  check "systemctl start warden" C systemctl start warden
+  check "dpkg -P purges it, prerm stopping the service" C dpkg -P warden
+  check "the service is gone, and /var/lib/warden with it" bash -c \
+    '! nsenter -t "$1" -a systemctl is-active --quiet warden && ! nsenter -t "$1" -a test -e /var/lib/warden' _ "$init"
+  C systemctl poweroff >/dev/null 2>&1 || kill "$nspawn_pid" 2>/dev/null || true
+  wait "$nspawn_pid" || true
+}
+
+if [[ "$1" == --in-nspawn ]]; then
+  in_nspawn
+  exit 0
+fi
 if [[ "$1" == --in-namespace ]]; then
   trap 'if [[ -n "${SERVICE_PID:-}" ]]; then kill -KILL "$SERVICE_PID" 2>/dev/null || true; fi' EXIT
   in_namespace
@@ -361,5 +436,22 @@ else
   unshare --mount --pid --fork --kill-child "$0" --in-namespace ||
     { read -r PASSED FAILED SKIPPED <"$WORK/counts"; not_ok "the throwaway root's checks ran to completion"; }
   read -r PASSED FAILED SKIPPED <"$WORK/counts"
+  if ! command -v systemd-nspawn >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd-container >>"$WORK/apt.log" 2>&1 || true
+  fi
+  if command -v systemd-nspawn >/dev/null; then
+    echo "# and under systemd, booted in a container from an overlay of /"
+    # nspawn leaves the cgroups it made on the host (cgroup v1): removed below, deepest first.
+    cgroups_before="$(find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d | sort)"
+    unshare --mount --propagation private --fork --kill-child "$0" --in-nspawn ||
+      { read -r PASSED FAILED SKIPPED <"$WORK/counts"; not_ok "the container's checks ran to completion"; }
+    read -r PASSED FAILED SKIPPED <"$WORK/counts"
+    comm -13 <(echo "$cgroups_before") <(find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d | sort) |
+      while read -r cgroup; do find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+    check_eq "no cgroup of the container is left" \
+      "$(comm -13 <(echo "$cgroups_before") <(find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d | sort))" ""
+  else
+    skip "under systemd in a container (systemd-nspawn not installable)"
+  fi
 fi
 check_eq "the host is as before: no warden user, files or dpkg entry left" "$(host_state)" "$before"
