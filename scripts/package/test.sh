@@ -120,16 +120,20 @@ inspect() {
   local x="$WORK/extract"
   dpkg-deb -x "$DEB" "$x"
   check "its warden binary runs (--version)" "$x/usr/bin/warden" --version
-  check "its binary is stripped" bash -c '! file "$1" | grep -q "not stripped"' _ "$x/usr/bin/warden"
+  check "its binary is stripped (no symbol table, no debug sections)" \
+    bash -c '! readelf -S -W "$1" | grep -qE "\.symtab|\.debug_(info|line|str) "' _ "$x/usr/bin/warden"
   check "its zoo.cfg passes --check-config" "$x/usr/bin/warden" server --zoo-cfg "$x/etc/warden/zoo.cfg" --check-config
 }
 
+# apt_install PACKAGE: from Debian, with `apt-get update` only if the lists do not have it.
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >>"$WORK/apt.log" 2>&1 ||
+    { apt-get update -q >>"$WORK/apt.log" 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >>"$WORK/apt.log" 2>&1; }
+}
+
 lint() {
-  if ! command -v lintian >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends lintian >"$WORK/apt.log" 2>&1 ||
-      { apt-get update -q >>"$WORK/apt.log" 2>&1 &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends lintian >>"$WORK/apt.log" 2>&1; } || true
-  fi
+  command -v lintian >/dev/null || apt_install lintian || true
   if command -v lintian >/dev/null; then
     # lintian warns that it runs as root; its tags are the lines with a "X: warden" prefix.
     check "lintian finds no error or warning" lintian --fail-on error,warning "$DEB"
@@ -436,9 +440,7 @@ else
   unshare --mount --pid --fork --kill-child "$0" --in-namespace ||
     { read -r PASSED FAILED SKIPPED <"$WORK/counts"; not_ok "the throwaway root's checks ran to completion"; }
   read -r PASSED FAILED SKIPPED <"$WORK/counts"
-  if ! command -v systemd-nspawn >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd-container >>"$WORK/apt.log" 2>&1 || true
-  fi
+  command -v systemd-nspawn >/dev/null || apt_install systemd-container || true
   if command -v systemd-nspawn >/dev/null; then
     echo "# and under systemd, booted in a container from an overlay of /"
     # nspawn leaves the cgroups it made on the host (cgroup v1): removed below, deepest first.
