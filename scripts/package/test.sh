@@ -410,7 +410,23 @@ in_nspawn() {
     "$(C systemctl show -p Result -p ExecMainStatus warden | sort | tr '\n' ' ')" "ExecMainStatus=0 Result=success "
   check "the journal says it stopped on SIGTERM" bash -c 'grep -q "SIGTERM received" <<<"$1"' _ \
     "$(C journalctl -u warden --no-pager 2>&1)"
-  check "systemctl start warden" C systemctl start warden
+  # A bad zoo.cfg: ExecStartPre refuses it with file and line; restarts stop at the start limit.
+  C sed -i 's/^clientPort=2181$/clientPort=21x81/' /etc/warden/zoo.cfg
+  check "with a bad zoo.cfg, systemctl start fails" bash -c '! nsenter -t "$1" -a systemctl start warden' _ "$init"
+  check "the journal names the file and line" bash -c 'grep -q "zoo.cfg:[0-9]*.*clientPort" <<<"$1"' _ \
+    "$(C journalctl -u warden --no-pager 2>&1)"
+  local restarts
+  for _ in $(seq 1 60); do
+    [[ "$(C systemctl show -p ActiveState --value warden)" == failed ]] && break
+    sleep 1
+  done
+  sleep 6 # longer than RestartSec: a restart would show now
+  restarts="$(C systemctl show -p NRestarts --value warden)"
+  check_eq "it is left failed, not restarted forever (restarts: $restarts)" \
+    "$(C systemctl show -p ActiveState --value warden)" failed
+  C sed -i 's/^clientPort=21x81$/clientPort=2181/' /etc/warden/zoo.cfg
+  C systemctl reset-failed warden
+  check "systemctl start warden, the zoo.cfg mended" C systemctl start warden
   check "dpkg -P purges it, prerm stopping the service" C dpkg -P warden
   check "the service is gone, and /var/lib/warden with it" bash -c \
     '! nsenter -t "$1" -a systemctl is-active --quiet warden && ! nsenter -t "$1" -a test -e /var/lib/warden' _ "$init"
