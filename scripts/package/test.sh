@@ -10,6 +10,9 @@
 # users and dpkg database never change, and every process started there dies with the
 # namespace. The service is started as systemd would: the unit's ExecStartPre, then its
 # ExecStart, as User=warden with an empty capability bounding set and no new privileges.
+# Then, where systemd-nspawn is (or installs), the package again under a real systemd booted
+# in a container from another overlay of /, which applies the unit's sandbox for real; nspawn's
+# state goes to a tmpfs /run and the cgroups it leaves on the host are removed.
 # With systemd as PID 1 the package goes into the real root instead, `systemctl start warden`
 # starts it, and the test purges it afterwards and checks that nothing is left.
 #
