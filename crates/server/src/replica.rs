@@ -408,7 +408,8 @@ impl Replica {
                 return;
             }
             client.writes.doubt(now);
-            if client.writes.settle(applied_term) > 0 {
+            client.writes.settle(applied_term);
+            if client.writes.ready() {
                 client.handoff.notify_one();
             }
         }
@@ -466,6 +467,8 @@ impl Replica {
                     term,
                     "writes the old leader did not commit go to the new one"
                 );
+            }
+            if client.writes.ready() {
                 client.handoff.notify_one();
             }
         }
@@ -1049,6 +1052,10 @@ impl Replica {
         match client.writes.applied(seq) {
             writes::Applied::InOrder => {
                 self.outstanding.down(1);
+                if client.writes.ready() {
+                    // Held behind the writes in flight, which are all in now.
+                    client.handoff.notify_one();
+                }
                 true
             }
             writes::Applied::OutOfOrder { expected } => {
