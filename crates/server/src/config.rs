@@ -41,6 +41,9 @@ pub struct Config {
     /// Whether quota hard limits refuse writes with QuotaExceeded (ZooKeeper's enforceQuota,
     /// default off). Only the leader's setting counts: it is stamped into each write.
     pub enforce_quota: bool,
+    /// A log append that takes longer than this to become durable is logged and counted in
+    /// `fsync_threshold_exceed_count` (ZooKeeper's fsync.warningthresholdms, default 1000).
+    pub fsync_warning_threshold_ms: u64,
     /// Whether every read is linearizable, as if the client sent `sync` before it (ClickHouse
     /// Keeper's quorum_reads, without writing reads into the log). Off: ZooKeeper's reads.
     pub linearizable_reads: bool,
@@ -464,6 +467,7 @@ impl Default for Config {
             super_digest: None,
             extended_types_enabled: true,
             enforce_quota: false,
+            fsync_warning_threshold_ms: 1000,
             linearizable_reads: false,
             limits: Limits::default(),
             snapshots: Snapshots::default(),
@@ -896,6 +900,7 @@ mod tests {
             super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
             extended_types_enabled: false,
             enforce_quota: true,
+            fsync_warning_threshold_ms: 250,
             linearizable_reads: false,
             limits: Limits {
                 frame_bytes_max: 4 << 20,

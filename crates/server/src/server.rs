@@ -375,6 +375,7 @@ impl Server {
                 snapshots_retained_count: config.purge.snapshots_retained_count,
                 tick_time_ms: config.tick_time_ms,
                 flush_wait: LOG_FLUSH_WAIT,
+                fsync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
                 snapshot_bytes_max: config.cluster.snapshot_bytes_max,
                 enforce_quota: config.enforce_quota,
             },

@@ -411,6 +411,9 @@ impl<'a> Reader<'a> {
             }
             "extendedTypesEnabled" => self.config.extended_types_enabled = self.boolean(p)?,
             "enforceQuota" => self.config.enforce_quota = self.boolean(p)?,
+            "fsync.warningthresholdms" => {
+                self.config.fsync_warning_threshold_ms = self.int(p, 0, i64::MAX)? as u64
+            }
             // Warden's own: ZooKeeper has no such setting.
             "linearizableReads" => self.config.linearizable_reads = self.boolean(p)?,
             "emulate353TTLNodes" => {
@@ -1020,7 +1023,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "preAllocSize",
         "snapSizeLimitInKb",
         "txnLogSizeLimitInKb",
-        "fsync.warningthresholdms",
         "commitLogCount",
         "maxResponseCacheSize",
         "maxGetChildrenResponseCacheSize",

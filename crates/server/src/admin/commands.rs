@@ -406,7 +406,7 @@ fn server_stats(ctx: &Context, o: &mut Object) {
     stats
         .put("packets_sent", s.packets_sent)
         .put("packets_received", s.packets_received)
-        .put("fsync_threshold_exceed_count", 0)
+        .put("fsync_threshold_exceed_count", s.fsync_threshold_exceeded)
         .put("client_response_stats", buffer_stats(responses))
         .put("data_dir_size", s.data_dir_bytes)
         .put("log_dir_size", s.log_dir_bytes)
