@@ -90,6 +90,15 @@ impl Client {
     }
 }
 
+/// Gives up a connection's writes not yet applied and closes it (ConnectionLoss for its
+/// client, who cannot know their fate).
+fn abandon(client: &mut Client, outstanding: &mut Outstanding) {
+    let lost = client.writes.abandon();
+    outstanding.down(lost as usize);
+    client.handshake = None;
+    client.out.close();
+}
+
 /// What wakes a connection's task.
 pub struct Wakers {
     /// The client's outstanding requests went down.
@@ -424,10 +433,7 @@ impl Replica {
                 session = format_args!("{:#x}", client.session_id),
                 "closing a connection whose write could not be sent: {why}"
             );
-            let lost = client.writes.abandon();
-            self.outstanding.down(lost as usize);
-            client.handshake = None;
-            client.out.close();
+            abandon(client, &mut self.outstanding);
         }
     }
 
@@ -441,10 +447,7 @@ impl Replica {
                     session = format_args!("{:#x}", client.session_id),
                     "closing a connection whose writes stayed in doubt for {bound:?}"
                 );
-                let lost = client.writes.abandon();
-                self.outstanding.down(lost as usize);
-                client.handshake = None;
-                client.out.close();
+                abandon(client, &mut self.outstanding);
             }
         }
     }
@@ -1065,10 +1068,7 @@ impl Replica {
                     applied = seq,
                     "a write of this connection was lost; closing it"
                 );
-                let lost = client.writes.abandon();
-                self.outstanding.down(lost as usize);
-                client.handshake = None;
-                client.out.close();
+                abandon(client, &mut self.outstanding);
                 false
             }
             writes::Applied::Stale => false,
