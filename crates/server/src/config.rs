@@ -973,6 +973,23 @@ mod tests {
                 sasl_super_users: vec!["admin".into()],
                 required_schemes: vec!["sasl".into()],
             },
+            tls: crate::tls::Tls {
+                secure_client_listen: Some(HostPort::new("0.0.0.0", 2281)),
+                port_unification: true,
+                key_store: Some(crate::tls::Store {
+                    location: "/etc/warden/server.p12".into(),
+                    password: Some("secret".into()),
+                    kind: Some("PKCS12".into()),
+                }),
+                trust_store: Some(crate::tls::Store::new("/etc/warden/ca.pem")),
+                client_auth: crate::tls::ClientAuth::Want,
+                protocol: "TLSv1.2".into(),
+                enabled_protocols: vec!["TLSv1.2".into()],
+                cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into()],
+                reload_cert_files: true,
+                handshake_timeout_ms: 2000,
+                super_user: Some("CN=admin".into()),
+            },
             zoo_cfg: None,
             source_text: None,
         }
