@@ -311,6 +311,11 @@ impl Acceptor {
         let limit = Duration::from_millis(self.tls.handshake_timeout_ms.into());
         let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
             Ok(Ok(stream)) => stream,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // A port probe or a health check: connected, said nothing, left.
+                tracing::debug!(%peer, "connection closed before the TLS handshake ended: {e}");
+                return None;
+            }
             Ok(Err(e)) => {
                 tracing::warn!(%peer, "closing connection: TLS handshake failed: {e}");
                 return None;
