@@ -203,10 +203,8 @@ fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
             o.put("digests", vec![Json::Object(digest)]);
         }
         "initial_configuration" => {
-            o.put(
-                "initial_configuration",
-                ctx.config.source_text.clone().unwrap_or_default(),
-            );
+            let text = ctx.config.source_text.as_deref().unwrap_or_default();
+            o.put("initial_configuration", without_passwords(text));
         }
         "is_read_only" => {
             o.put("read_only", facts::read_only(ctx) == Some(true));
@@ -303,6 +301,23 @@ fn configuration(ctx: &Context, o: &mut Object) {
 }
 
 /// ZooKeeper's `getConnectionInfo(false)`: the brief fields, then the session's.
+/// The config file's text with what follows every key naming a password (the TLS stores')
+/// replaced by `********`: the admin server shows no credential.
+fn without_passwords(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            // zoo.cfg's `ssl.keyStore.password=...`, the TOML's `password = "..."` (also inline).
+            let at = line.to_ascii_lowercase().find("password");
+            match at.and_then(|at| line[at..].find(['=', ':']).map(|end| at + end)) {
+                Some(end) => format!("{}********", &line[..=end]),
+                None => line.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + if text.ends_with('\n') { "\n" } else { "" }
+}
+
 /// Connections on the client port, and on the secure client port (ZooKeeper lists each
 /// connection factory's apart).
 fn by_port(
