@@ -24,6 +24,12 @@ struct Pki {
 
 const PASSWORD: &str = "apassword";
 const CLIENT_DN: &str = "CN=client,OU=test,O=Warden";
+/// A subject with every kind of thing RFC 2253 escapes, a multi-valued RDN, domain components,
+/// an attribute without an RFC 2253 keyword and a non-ASCII value (openssl's `-subj` form) ...
+const ODD_SUBJECT: &str = r#"/DC=org/DC=example/O=Acme, Inc./OU=ops+UID=u42/CN= #lead;x<y>"q"\\z /emailAddress=ops@example.org/ST=Zürich"#;
+/// ... and the x509 id ZooKeeper gives it: what Java's `X500Principal.getName()` printed for
+/// the same certificate (OpenJDK 17).
+const ODD_DN: &str = r##"ST=Zürich,1.2.840.113549.1.9.1=#160f6f7073406578616d706c652e6f7267,CN=\ \#lead\;x\<y\>\"q\"\\z\ ,OU=ops+UID=u42,O=Acme\, Inc.,DC=example,DC=org"##;
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().expect("running a certificate tool");
@@ -72,6 +78,7 @@ impl Pki {
         // X.509 v1, as kazoo's harness makes them: no extensions.
         pki.leaf("server-v1", "ca", "/CN=localhost", None, "30");
         pki.leaf("client-v1", "ca", "/CN=client v1,O=kazoo", None, "30");
+        pki.leaf("odd", "ca", ODD_SUBJECT, Some("client.ext"), "30");
         pki
     }
 
@@ -118,6 +125,8 @@ impl Pki {
                 &format!("{name}.key"),
                 "-out",
                 &format!("{name}.csr"),
+                "-utf8",
+                "-multivalue-rdn",
                 "-subj",
                 subject,
             ],
@@ -356,6 +365,14 @@ async fn mutual_tls_gives_the_x509_identity_for_acls_and_whoami() {
         .unwrap();
     assert_eq!(client.get_data("/mine").await.unwrap().0, b"secret");
 
+    // The subject written as Java writes it, escapes and all.
+    let odd = tls_client(&pki, secure, Some("odd")).await.unwrap();
+    let users = odd.list_auth_users().await.unwrap();
+    assert!(
+        users.contains(&AuthUser::new("x509", ODD_DN)),
+        "whoami: {users:?}"
+    );
+
     // Another certificate of the same CA is another identity.
     let other = tls_client(&pki, secure, Some("other")).await.unwrap();
     assert!(matches!(other.get_data("/mine").await, Err(Error::NoAuth)));
@@ -369,7 +386,7 @@ async fn mutual_tls_gives_the_x509_identity_for_acls_and_whoami() {
     let body: serde_json::Value = serde_json::from_str(&connections.body).unwrap();
     assert_eq!(
         body["secure_connections"].as_array().unwrap().len(),
-        2,
+        3,
         "{body}"
     );
     assert!(

@@ -66,7 +66,7 @@ SKIPS = {
 
 # Features Warden does not have yet. Skipped only when the server under test is Warden (the
 # ZooKeeper reference run executes and passes them); each is a known gap, listed in
-# README.md, not a difference of behaviour.
+# README.md, not a difference of behaviour. Empty since Warden has TLS (TestSSLClient).
 WARDEN_GAPS = {}
 
 # ---------------------------------------------------------------------------------------------

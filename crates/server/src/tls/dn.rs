@@ -2,8 +2,8 @@
 //! form ZooKeeper's `X509AuthenticationProvider` gives a client as its `x509` id: the RDNs
 //! last first, joined by `,`; the values of a multi-valued RDN joined by `+`; the RFC's own
 //! keywords (CN, L, ST, O, OU, C, STREET, DC, UID) by name, every other attribute as its
-//! dotted OID with `#` and the hex of the value's DER; `,+"\<>;` escaped with `\`, as are a
-//! leading `#` or space and a trailing space.
+//! dotted OID with `#` and the hex of the value's DER; `,=+<>#;"\` escaped with `\`, as are
+//! leading and trailing spaces.
 
 use x509_parser::der_parser::asn1_rs::{Tag, ToDer};
 use x509_parser::prelude::{AttributeTypeAndValue, X509Name};
@@ -70,14 +70,15 @@ fn hex_der(ava: &AttributeTypeAndValue<'_>) -> String {
     format!("#{}", hex::encode(der))
 }
 
+/// Java's `AVA.toRFC2253String`: `,=+<>#;"\` escaped wherever they are, and every leading and
+/// trailing space.
 fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let last = value.chars().count().saturating_sub(1);
-    for (i, c) in value.chars().enumerate() {
-        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
-            || (i == 0 && (c == '#' || c == ' '))
-            || (i == last && c == ' ');
-        if special {
+    let chars: Vec<char> = value.chars().collect();
+    let lead = chars.iter().take_while(|&&c| c == ' ').count();
+    let trail = chars.len() - chars.iter().rev().take_while(|&&c| c == ' ').count();
+    let mut out = String::with_capacity(value.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if ",=+<>#;\"\\".contains(c) || (c == ' ' && (i < lead || i >= trail)) {
             out.push('\\');
         }
         out.push(c);
@@ -90,10 +91,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_as_rfc_2253() {
-        assert_eq!(escape("a,b+c"), "a\\,b\\+c");
-        assert_eq!(escape("#x "), "\\#x\\ ");
-        assert_eq!(escape(" lead"), "\\ lead");
-        assert_eq!(escape("plain"), "plain");
+    fn escapes_as_java_does() {
+        // What X500Principal.getName() printed for these values (OpenJDK 17).
+        assert_eq!(escape("a#b=c d  "), r"a\#b\=c d\ \ ");
+        assert_eq!(
+            escape(r#" #lead;x<y>"q"\z "#),
+            r#"\ \#lead\;x\<y\>\"q\"\\z\ "#
+        );
+        assert_eq!(escape("Acme, Inc."), r"Acme\, Inc.");
+        assert_eq!(escape("plain text"), "plain text");
+        assert_eq!(escape("   "), r"\ \ \ ");
     }
 }
