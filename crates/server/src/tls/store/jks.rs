@@ -238,3 +238,101 @@ fn decrypt_key(encrypted_info: &[u8], password: &str) -> Result<Vec<u8>, String>
     }
     Ok(plain)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A JKS store with one trusted "certificate" (any bytes: the format does not look inside).
+    fn store(password: &str, cert: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&MAGIC.to_be_bytes());
+        body.extend_from_slice(&2u32.to_be_bytes());
+        body.extend_from_slice(&1u32.to_be_bytes());
+        body.extend_from_slice(&TAG_TRUSTED_CERT.to_be_bytes());
+        body.extend_from_slice(&2u16.to_be_bytes());
+        body.extend_from_slice(b"ca");
+        body.extend_from_slice(&0u64.to_be_bytes());
+        body.extend_from_slice(&5u16.to_be_bytes());
+        body.extend_from_slice(b"X.509");
+        body.extend_from_slice(&(cert.len() as u32).to_be_bytes());
+        body.extend_from_slice(cert);
+        let mut sha = Sha1::new();
+        sha.update(password_utf16(password));
+        sha.update(b"Mighty Aphrodite");
+        sha.update(&body);
+        body.extend_from_slice(&sha.finalize());
+        body
+    }
+
+    #[test]
+    fn trusted_entries_and_the_integrity_check() {
+        let bytes = store("apassword", b"der");
+        let certs = trusted(&bytes, Some("apassword")).unwrap();
+        assert_eq!(certs.len(), 1);
+        assert_eq!(certs[0].as_ref(), b"der");
+        // Without a password the JDK skips the check, and so does Warden.
+        assert_eq!(trusted(&bytes, None).unwrap().len(), 1);
+        let wrong = trusted(&bytes, Some("nope")).map(|_| ()).unwrap_err();
+        assert!(wrong.contains("integrity check failed"), "{wrong}");
+        assert!(key(&bytes, "apassword").is_err(), "no key entry");
+    }
+
+    #[test]
+    fn damaged_and_foreign_stores_are_refused_with_a_reason() {
+        let bytes = store("pw", b"der");
+        for cut in [0, 10, 30, bytes.len() - 21] {
+            assert!(trusted(&bytes[..cut], None).is_err(), "cut at {cut}");
+        }
+        let mut jceks = bytes.clone();
+        jceks[..4].copy_from_slice(&JCEKS_MAGIC.to_be_bytes());
+        assert!(trusted(&jceks, None).unwrap_err().contains("JCEKS"));
+        let mut other = bytes.clone();
+        other[0] = 0x30;
+        assert!(
+            trusted(&other, None)
+                .unwrap_err()
+                .contains("not a JKS store")
+        );
+        let mut huge = bytes;
+        huge[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(trusted(&huge, None).is_err());
+    }
+
+    #[test]
+    fn a_key_protected_by_the_jdk_key_protector_decrypts() {
+        // Encrypt as the JDK's KeyProtector does, then decrypt.
+        let (password, plain, salt) = ("changeit", b"a PKCS#8 key, any length".to_vec(), [7u8; 20]);
+        let pw = password_utf16(password);
+        let mut cipher = Vec::new();
+        let mut block = salt.to_vec();
+        for chunk in plain.chunks(DIGEST_BYTES) {
+            let mut sha = Sha1::new();
+            sha.update(&pw);
+            sha.update(&block);
+            block = sha.finalize().to_vec();
+            cipher.extend(chunk.iter().zip(&block).map(|(p, k)| p ^ k));
+        }
+        let mut check = Sha1::new();
+        check.update(&pw);
+        check.update(&plain);
+        let data = [salt.as_slice(), &cipher, &check.finalize()].concat();
+        let mut octets = vec![0x04, data.len() as u8];
+        octets.extend_from_slice(&data);
+        let algorithm = [
+            &[0x30, SUN_KEY_PROTECTOR_OID.len() as u8 + 2][..],
+            SUN_KEY_PROTECTOR_OID,
+            &[0x05, 0x00],
+        ]
+        .concat();
+        let inner = [algorithm, octets].concat();
+        let mut info = vec![0x30, inner.len() as u8];
+        info.extend_from_slice(&inner);
+        assert_eq!(decrypt_key(&info, password).unwrap(), plain);
+        assert!(
+            decrypt_key(&info, "wrong")
+                .unwrap_err()
+                .contains("does not decrypt")
+        );
+    }
+}
