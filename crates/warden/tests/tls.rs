@@ -515,6 +515,19 @@ async fn wrong_port_garbage_and_cut_handshakes_close_only_their_connection() {
         raw.write_all(garbage).unwrap();
         assert!(closed_by_server(&mut raw), "garbage {garbage:?}");
     }
+    // Random records after a TLS record header, of random lengths (seeded: a failure
+    // reproduces): each is refused by rustls and closed.
+    let mut rng = fastrand::Rng::with_seed(12);
+    for _ in 0..40 {
+        let mut bytes = vec![0x16, 0x03, rng.u8(0..4)];
+        let len = rng.usize(0..600);
+        bytes.extend_from_slice(&(len as u16).to_be_bytes());
+        bytes.extend((0..len).map(|_| rng.u8(..)));
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", secure)).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = raw.write_all(&bytes);
+        assert!(closed_by_server(&mut raw), "random record {bytes:?}");
+    }
     // A handshake cut halfway: a record header promising more than comes; the handshake
     // timeout (ssl.handshakeDetectionTimeoutMillis=1000) ends it.
     let mut raw = std::net::TcpStream::connect(("127.0.0.1", secure)).unwrap();
