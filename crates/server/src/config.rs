@@ -976,6 +976,7 @@ mod tests {
             tls: crate::tls::Tls {
                 secure_client_listen: Some(HostPort::new("0.0.0.0", 2281)),
                 port_unification: true,
+                client_listen_tls_only: false,
                 key_store: Some(crate::tls::Store {
                     location: "/etc/warden/server.p12".into(),
                     password: Some("secret".into()),

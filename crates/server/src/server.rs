@@ -322,7 +322,11 @@ impl Server {
             ),
             None => None,
         };
-        let secure_client_addr = secure_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let secure_client_addr = match &secure_listener {
+            Some(l) => l.local_addr().ok(),
+            // A TLS-only server's client port is its secure port.
+            None => config.tls.client_listen_tls_only.then_some(client_addr),
+        };
         let tls = if config.tls.enabled() {
             Some(Arc::new(tls::Acceptor::new(&config.tls)?))
         } else {
@@ -441,8 +445,13 @@ impl Server {
             reconfiguring: AtomicBool::new(false),
             stopping: tokio::sync::watch::Sender::new(false),
         });
+        let client_port = if ctx.config.tls.client_listen_tls_only {
+            Port::Secure
+        } else {
+            Port::Plain
+        };
         let mut tasks = vec![
-            tokio::spawn(accept_loop(ctx.clone(), listener, Port::Plain)),
+            tokio::spawn(accept_loop(ctx.clone(), listener, client_port)),
             tokio::spawn(expire_sessions(ctx.clone())),
             tokio::spawn(clean_containers(ctx.clone())),
         ];
@@ -481,7 +490,12 @@ impl Server {
                 "listening for the other servers; serving clients once a leader is known"
             );
         }
-        tracing::info!(%client_addr, node_id, "serving ZooKeeper clients");
+        tracing::info!(
+            %client_addr,
+            node_id,
+            tls_only = ctx.config.tls.client_listen_tls_only,
+            "serving ZooKeeper clients"
+        );
         Ok(Server { ctx, tasks })
     }
 

@@ -702,6 +702,8 @@ impl<'a> Reader<'a> {
                     address.line
                 )));
             }
+            // A TLS-only server: its one client port is the secure one (`resolve_tls`).
+            (None, None) if self.tls_only() => return Ok(()),
             (None, None) => {
                 return Err(self.invalid(
                     "clientPort is not set, and no server.N line gives this server a client \

@@ -616,6 +616,59 @@ async fn changed_store_files_are_read_again() {
     assert_eq!(tls_ruok(&pki, secure, Some("stranger")).await, "imok");
 }
 
+/// A server process killed (by PID) when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zoo_cfg_with_only_a_secure_client_port_serves_tls_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(&dir.path().join("pki"));
+    let port = free_port();
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+             admin.enableServer=false\n4lw.commands.whitelist=*\n\
+             ssl.keyStore.location={}\nssl.trustStore.location={}\n",
+            dir.path().join("data").display(),
+            pki.path("server-bundle.pem").display(),
+            pki.path("ca.pem").display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("warden.log");
+    let _server = Child(support::servers::spawn_logged(
+        support::servers::warden_command(&cfg),
+        &log,
+    ));
+    wait_for("the TLS port", Duration::from_secs(60), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let client = tls_client(&pki, port, Some("client")).await.unwrap();
+    client
+        .create("/only", b"tls", &support::warden::persistent())
+        .await
+        .unwrap();
+    assert_eq!(tls_ruok(&pki, port, Some("client")).await, "imok");
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain.write_all(&handshake(0, &[0; 16], 10_000, 0)).unwrap();
+    assert!(
+        closed_by_server(&mut plain),
+        "a plain client on the only, TLS, port"
+    );
+}
+
 /// `--check-config` on a zoo.cfg with `lines`: its exit code and stderr.
 fn check_config(dir: &Path, lines: &str) -> (i32, String) {
     let cfg = dir.join("zoo.cfg");

@@ -26,6 +26,9 @@ pub struct Tls {
     /// Whether the plain client port takes TLS clients too, told apart by their first byte
     /// (zoo.cfg: `client.portUnification`).
     pub port_unification: bool,
+    /// Whether `client_listen` takes TLS clients only: a zoo.cfg with `secureClientPort` and
+    /// no `clientPort`, whose one client port is the secure one.
+    pub client_listen_tls_only: bool,
     /// This server's key and certificate chain (`ssl.keyStore.*`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_store: Option<Store>,
@@ -63,6 +66,7 @@ impl Default for Tls {
         Tls {
             secure_client_listen: None,
             port_unification: false,
+            client_listen_tls_only: false,
             key_store: None,
             trust_store: None,
             client_auth: ClientAuth::Need,
@@ -79,7 +83,7 @@ impl Default for Tls {
 impl Tls {
     /// Whether any client connection may be TLS.
     pub fn enabled(&self) -> bool {
-        self.secure_client_listen.is_some() || self.port_unification
+        self.secure_client_listen.is_some() || self.port_unification || self.client_listen_tls_only
     }
 
     /// Whether clients may authenticate with certificates, so that `x509` ids are valid in
@@ -91,6 +95,15 @@ impl Tls {
     pub(crate) fn validate(&self) -> Result<(), InvalidConfig> {
         if !self.enabled() {
             return Ok(());
+        }
+        if self.client_listen_tls_only
+            && (self.port_unification || self.secure_client_listen.is_some())
+        {
+            return Err(InvalidConfig(
+                "tls.client_listen_tls_only makes client_listen the TLS port: it goes with \
+                 neither tls.port_unification nor tls.secure_client_listen"
+                    .into(),
+            ));
         }
         if self.key_store.is_none() {
             return Err(InvalidConfig(

@@ -667,6 +667,15 @@ fn tls_settings_are_read_as_zookeeper_reads_them() {
         "0.0.0.0:2281"
     );
     assert!(!config("").tls.enabled());
+    // secureClientPort and no clientPort: the one client port is the TLS one.
+    let (c, _) = Scratch::new()
+        .load(
+            "dataDir=@DIR@/data\nsecureClientPort=2281\nsecureClientPortAddress=127.0.0.1\n\
+             ssl.keyStore.location=/k.pem\nssl.clientAuth=none\n",
+        )
+        .unwrap();
+    assert_eq!(c.client_listen.to_string(), "127.0.0.1:2281");
+    assert!(c.tls.client_listen_tls_only && c.tls.secure_client_listen.is_none());
 }
 
 #[test]

@@ -117,13 +117,28 @@ impl Reader<'_> {
         Ok(true)
     }
 
+    /// Whether the file names a secure client port and no plain one (ZooKeeper then serves
+    /// TLS clients only).
+    pub(super) fn tls_only(&self) -> bool {
+        self.tls.secure_port.is_some()
+            && self.client_port.is_none()
+            && self.client_port_address.is_none()
+    }
+
     /// The secure client port's address, and the stores with their passwords.
     pub(super) fn resolve_tls(&mut self) -> Result<(), ConfigError> {
+        let tls_only = self.tls_only();
         let keys = std::mem::take(&mut self.tls);
         match (keys.secure_port, keys.secure_address) {
             (Some(port), address) => {
                 let host = address.map_or_else(|| WILDCARD_HOST.to_owned(), |a| a.value);
-                self.config.tls.secure_client_listen = Some(HostPort::new(host, port.value));
+                let listen = HostPort::new(host, port.value);
+                if tls_only {
+                    self.config.client_listen = listen;
+                    self.config.tls.client_listen_tls_only = true;
+                } else {
+                    self.config.tls.secure_client_listen = Some(listen);
+                }
             }
             (None, Some(address)) => {
                 return Err(self.invalid(format!(
