@@ -293,12 +293,14 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
 }
 
 /// The ids a client certificate's subject gives (ZooKeeper's `X509AuthenticationProvider`):
-/// `x509:<subject>`, and `super` for the configured super user.
+/// `super:<subject>` for the configured super user (any `super` id passes every ACL), then
+/// `x509:<subject>`.
 fn x509_ids(ctx: &Context, subject: &str) -> Vec<Id> {
-    let mut ids = vec![Id::new("x509", subject.to_owned())];
+    let mut ids = Vec::new();
     if ctx.config.tls.super_user.as_deref() == Some(subject) {
-        ids.push(acl::super_id());
+        ids.push(Id::new("super", subject.to_owned()));
     }
+    ids.push(Id::new("x509", subject.to_owned()));
     ids
 }
 

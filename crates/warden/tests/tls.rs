@@ -562,7 +562,8 @@ async fn port_unification_serves_tls_and_plain_on_one_port() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path());
     let warden = Warden::start(&format!(
-        "client.portUnification=true\nssl.keyStore.location={}\nssl.trustStore.location={}\n",
+        "client.portUnification=true\nssl.keyStore.location={}\nssl.trustStore.location={}\n\
+         X509AuthenticationProvider.superUser={CLIENT_DN}\n",
         pki.path("server-bundle.pem").display(),
         pki.path("ca.pem").display(),
     ));
@@ -579,6 +580,29 @@ async fn port_unification_serves_tls_and_plain_on_one_port() {
         users.contains(&AuthUser::new("x509", CLIENT_DN)),
         "{users:?}"
     );
+    // The configured super user (ZooKeeper's X509AuthenticationProvider.superUser) passes
+    // every ACL: a node no one else may read.
+    assert!(
+        users.contains(&AuthUser::new("super", CLIENT_DN)),
+        "{users:?}"
+    );
+    let nobody = [zookeeper_client::Acl::new(
+        Permission::ALL,
+        AuthId::new("digest", "nobody:x"),
+    )];
+    plain
+        .create(
+            "/closed",
+            b"c",
+            &CreateMode::Persistent.with_acls(Acls::new(&nobody)),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        plain.get_data("/closed").await,
+        Err(Error::NoAuth)
+    ));
+    assert_eq!(tls.get_data("/closed").await.unwrap().0, b"c");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
