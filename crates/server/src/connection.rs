@@ -26,15 +26,18 @@ use crate::cluster::forward::SYNC_APPLY_TIMEOUT;
 use crate::cluster::membership::{self, is_reconfig};
 use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
 use crate::outbound::{self, Out, OutboundQueue};
-use crate::replica::{Local, Resume};
+use crate::replica::{Local, Resume, Wakers};
 use crate::server::Context;
 use crate::stats::ServerStats;
 use crate::tls::{self, ClientRead, ClientStream, ClientWrite};
+use crate::writes::Target;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Bytes gathered into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
+/// How long a handshake waits before it asks the leader for a read index again.
+const CATCH_UP_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Bytes of the session password a new session gets, as ZooKeeper's.
 const PASSWORD_BYTES: usize = 16;
 
@@ -236,10 +239,11 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
         }
         Err(_) => return,
     }
-    // A server without a quorum closes a client's connection at once, as ZooKeeper does,
-    // so that the client moves on to a server that can serve it; in read-only mode it serves
-    // the reads of clients that allow that.
-    let read_only = !ctx.serving();
+    // A server without a quorum closes a client's connection, as ZooKeeper does, so that the
+    // client moves on to a server that can serve it; in read-only mode it serves the reads of
+    // clients that allow that. Within the leaderless grace of losing its leader, it waits
+    // for the next one first: an election is usually over by then.
+    let read_only = !ctx.serving() && !ctx.await_serving().await;
     if read_only && !ctx.read_only_mode() {
         tracing::debug!(%peer, "refused a client: this server is not serving (no quorum)");
         return;
@@ -256,7 +260,7 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
         ids.extend(x509_ids(&ctx, subject));
     }
     let auth: Arc<[Id]> = Arc::from(ids);
-    let progress = ctx
+    let wakers = ctx
         .replica()
         .connect(connection, out.clone(), peer, auth.clone(), read_only);
     let mut session = Session {
@@ -269,7 +273,7 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
         sasl: None,
     };
     let result = tokio::select! {
-        r = session.run(&mut reader, &progress) => r,
+        r = session.run(&mut reader, &wakers) => r,
         _ = writer_done => Err(Closed::ByServer),
     };
     ctx.replica().disconnect(connection);
@@ -319,20 +323,23 @@ struct Session {
 }
 
 impl Session {
-    async fn run(
-        &mut self,
-        reader: &mut FrameReader,
-        progress: &tokio::sync::Notify,
-    ) -> Result<(), Closed> {
+    async fn run(&mut self, reader: &mut FrameReader, wakers: &Wakers) -> Result<(), Closed> {
         self.handshake(reader).await?;
         let outstanding_max = self.ctx.config.limits.outstanding_requests_per_session_max as usize;
         loop {
             while self.ctx.replica().outstanding(self.connection) >= outstanding_max {
-                progress.notified().await;
+                self.wait_progress(wakers).await;
             }
             self.server_outstanding_below_max().await;
-            let payload = reader.next().await?;
-            self.request(&payload, progress).await?;
+            // Cancel-safe: a frame read in part stays in the reader's buffer.
+            let payload = tokio::select! {
+                payload = reader.next() => payload?,
+                _ = wakers.handoff.notified() => {
+                    self.hand_waiting().await;
+                    continue;
+                }
+            };
+            self.request(&payload, wakers).await?;
         }
     }
 
@@ -373,7 +380,8 @@ impl Session {
         if request.last_zxid_seen > self.ctx.replica().state().last_zxid()
             && !self.ctx.consensus.standalone()
         {
-            let _ = self.catch_up().await;
+            // Still behind after that, it refuses the client below.
+            let _ = self.catch_up_patiently().await;
         }
         if request.session_id == 0 {
             // Even a new session is refused by a server behind what the client has seen
@@ -425,7 +433,7 @@ impl Session {
         };
         let mut valid = known(&self.ctx);
         if !valid && !self.ctx.consensus.standalone() {
-            self.catch_up().await?;
+            self.catch_up_patiently().await?;
             valid = known(&self.ctx);
         }
         if valid {
@@ -511,16 +519,36 @@ impl Session {
     /// index (leadership confirmed by a quorum) and waits until this server has applied up to
     /// it. Reading no further request meanwhile keeps the session's order, and a read after
     /// the sync sees every write committed before the sync reached the leader.
-    async fn sync(&self, progress: &tokio::sync::Notify) -> Result<(), Closed> {
+    async fn sync(&self, wakers: &Wakers) -> Result<(), Closed> {
         while self.ctx.replica().outstanding(self.connection) > 0 {
-            progress.notified().await;
+            self.wait_progress(wakers).await;
         }
-        self.catch_up().await
+        self.catch_up_patiently().await
+    }
+
+    /// Catches up with the leader like [`Session::catch_up`], trying again while it fails, for
+    /// two election timeouts at most: a read index asked of a leader that is gone fails when
+    /// the leader changes, a leader elected a moment ago confirms none until it has committed
+    /// an entry of its term, and a client sent away now would find the other servers electing
+    /// too. Asking again is harmless: a read index changes nothing.
+    async fn catch_up_patiently(&self) -> Result<(), Closed> {
+        let deadline = tokio::time::Instant::now() + 2 * self.ctx.consensus.election_timeout();
+        loop {
+            match self.catch_up().await {
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(CATCH_UP_RETRY).await
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Waits until this server has applied everything the leader had committed when asked
     /// (ReadIndex).
     async fn catch_up(&self) -> Result<(), Closed> {
+        if self.ctx.consensus.leader().is_none() {
+            self.ctx.await_serving().await;
+        }
         let leader = self.ctx.consensus.leader().ok_or(Closed::NoLeader)?;
         let index = if leader == self.ctx.consensus.node_id() {
             self.ctx.consensus.read_index().await
@@ -584,11 +612,7 @@ impl Session {
         Ok(())
     }
 
-    async fn request(
-        &mut self,
-        payload: &[u8],
-        progress: &tokio::sync::Notify,
-    ) -> Result<(), Closed> {
+    async fn request(&mut self, payload: &[u8], wakers: &Wakers) -> Result<(), Closed> {
         let received = Instant::now();
         self.ctx.replica().touch(self.session_id, received);
         let mut r = Reader::new(payload);
@@ -671,7 +695,7 @@ impl Session {
                     && (matches!(request, Request::Sync(_))
                         || (self.ctx.config.linearizable_reads && reads_state(&request))) =>
             {
-                self.sync(progress).await?;
+                self.sync(wakers).await?;
                 self.local(header.xid, request, received, None);
                 Ok(())
             }
@@ -786,14 +810,22 @@ impl Session {
     }
 
     /// Sends a write to the log: proposed here if this server leads, else forwarded to the
-    /// leader. Its reply comes when this server applies it. A write that can never be
-    /// applied closes the connection (the client sees ConnectionLoss); one that finds the
-    /// queue to the leader full is answered ThrottledOp, in its turn.
+    /// leader. Its reply comes when this server applies it. While the connection's earlier
+    /// writes are in doubt after a change of leader, or no leader is known, it is held and
+    /// handed on after them (crate::writes). One that finds the queue to the leader full is
+    /// answered ThrottledOp, in its turn. A new session (`session_id` 0) is not held: without
+    /// a leader its connection closes, so that its client tries another server.
     async fn submit(&self, xid: i32, received: Instant, kind: TxnKind) -> Result<(), Closed> {
         let ctx = &self.ctx;
-        let leader = ctx.consensus.leader().ok_or(Closed::NoLeader)?;
+        let target = self.target();
+        if target.is_none() && self.session_id == 0 {
+            return Err(Closed::NoLeader);
+        }
         let me = ctx.consensus.node_id();
-        if leader != me && !ctx.forwarder.has_room(leader) {
+        if let Some(t) = target
+            && t.leader != me
+            && !ctx.forwarder.has_room(t.leader)
+        {
             let request = match kind {
                 TxnKind::Request(request) => request,
                 _ => Request::CloseSession,
@@ -801,47 +833,88 @@ impl Session {
             self.local(xid, request, received, Some(ErrorCode::THROTTLED_OP));
             return Ok(());
         }
-        let (seq, incarnation) = {
-            let mut replica = ctx.replica();
-            let seq = replica
-                .write_sent(self.connection, received, leader)
-                .ok_or(Closed::LeaderChanged)?;
-            (seq, replica.incarnation())
-        };
-        let proposal = Proposal {
+        let (connection, session_id, auth) = (self.connection, self.session_id, self.auth.to_vec());
+        let build = move |seq, incarnation| Proposal {
             origin: Some(Origin {
                 node: me,
                 incarnation,
-                connection: self.connection,
+                connection,
                 seq,
                 xid,
             }),
             txn: Txn {
-                session_id: self.session_id,
+                session_id,
                 // The leader stamps its own time when it proposes.
                 time_ms: 0,
-                auth: self.auth.to_vec(),
+                auth,
                 enforce_quota: false,
                 kind,
             },
         };
-        if leader == me {
-            let mut proposal = proposal;
-            crate::cluster::refuse_if_moved(ctx, &mut proposal, me);
-            let (failed_ctx, connection) = (ctx.clone(), self.connection);
-            let failed = move |e: ProposeError| {
-                failed_ctx
-                    .replica()
-                    .write_failed(connection, &e.to_string())
-            };
-            if is_reconfig(&proposal) && !ctx.consensus.standalone() {
-                membership::reconfig(ctx, proposal, failed).await;
-            } else {
-                ctx.consensus.propose(proposal, failed).await;
-            }
-        } else if let Err(e) = ctx.forwarder.forward(ctx, leader, &proposal) {
-            ctx.replica().write_failed(self.connection, &e.to_string());
+        let ready = ctx
+            .replica()
+            .write(connection, received, build, target)
+            .ok_or(Closed::ByServer)?;
+        if let Some(target) = target {
+            self.hand(target, ready).await;
         }
         Ok(())
+    }
+
+    /// The leader writes go to now, and its term.
+    fn target(&self) -> Option<Target> {
+        self.ctx
+            .consensus
+            .leader_in_term()
+            .map(|(leader, term)| Target { leader, term })
+    }
+
+    /// Hands on the writes this connection held (behind writes in doubt, or while no
+    /// leader was known), once that may be done.
+    async fn hand_waiting(&self) {
+        if !self.ctx.replica().writes_waiting(self.connection) {
+            return;
+        }
+        if let Some(target) = self.target() {
+            let ready = self.ctx.replica().writes_for(self.connection, target);
+            self.hand(target, ready).await;
+        }
+    }
+
+    /// Hands writes, in order, to the leader of `target`, to be entered in the log only in
+    /// its term: proposed here if this server leads, else forwarded.
+    async fn hand(&self, target: Target, proposals: Vec<Proposal>) {
+        let ctx = &self.ctx;
+        let me = ctx.consensus.node_id();
+        for mut proposal in proposals {
+            if target.leader == me {
+                crate::cluster::refuse_if_moved(ctx, &mut proposal, me);
+                let (failed_ctx, connection) = (ctx.clone(), self.connection);
+                let failed = move |e: ProposeError| {
+                    failed_ctx
+                        .replica()
+                        .write_failed(connection, &e.to_string(), Instant::now())
+                };
+                if is_reconfig(&proposal) && !ctx.consensus.standalone() {
+                    membership::reconfig(ctx, proposal, Some(target.term), failed).await;
+                } else {
+                    ctx.consensus
+                        .propose(proposal, Some(target.term), failed)
+                        .await;
+                }
+            } else if let Err(e) = ctx.forwarder.forward(ctx, target, &proposal) {
+                // It never left this server, nor will the writes after it.
+                ctx.replica().writes_lost(self.connection, &e.to_string());
+                return;
+            }
+        }
+    }
+
+    /// Waits until `progress` or `handoff` is signalled, handing on held writes if asked.
+    async fn wait_progress(&self, wakers: &Wakers) {
+        tokio::select! {
+            _ = wakers.progress.notified() => {}
+            _ = wakers.handoff.notified() => self.hand_waiting().await,
+        }
     }
 }

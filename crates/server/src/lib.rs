@@ -18,6 +18,8 @@
 //! - [`tls`]: TLS for clients: the secure port, port unification, key and trust stores, the
 //!   `x509` identity, stores reloaded when their files change.
 //! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
+//! - [`writes`]: one connection's writes on their way into the log, handed to the next leader
+//!   when a change of leader lost them.
 //! - [`sessions`]: the session tracker: deadlines, touches, expiry.
 //! - [`cluster`]: the peer protocol, the peer listener, and followers' writes forwarded to the
 //!   leader.
@@ -42,6 +44,7 @@ pub mod server;
 pub mod sessions;
 pub mod stats;
 pub mod tls;
+pub mod writes;
 pub mod zoo_cfg;
 
 pub use config::{Config, ConfigError};

@@ -6,10 +6,10 @@
 //! of its requests.
 //!
 //! A client's writes carry an origin naming this process (node and incarnation), the
-//! connection and the write's sequence number on it. Applies must meet them 1, 2, 3...: a gap
-//! means a write was lost (a leader failed before it committed), and the connection is closed,
-//! as ZooKeeper closes a client's connection when its server loses the leader, so the client
-//! sees ConnectionLoss and never a reply out of order.
+//! connection and the write's sequence number on it. Applies must meet them 1, 2, 3...
+//! ([`crate::writes`]): a write a leader change lost is handed again to the next leader; a gap
+//! that cannot be mended closes the connection, so the client sees ConnectionLoss and never a
+//! reply out of order.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -29,6 +29,7 @@ use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 use crate::consensus::Proposal;
 use crate::sessions::SessionTracker;
 use crate::stats::{Answered, ClientStats, ServerStats};
+use crate::writes::{self, Target, Writes};
 use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// A request answered by this server alone, in the client's order.
@@ -72,23 +73,29 @@ pub struct Client {
     handshake: Option<PendingHandshake>,
     /// Connected while this server had no quorum, in read-only mode: only reads are served.
     pub read_only: bool,
-    writes_sent: u64,
-    writes_applied: u64,
-    /// The leader the writes in flight went to: a write may not follow them to another one
-    /// (it could overtake them).
-    writes_leader: Option<u64>,
+    writes: Writes,
     /// When each write not yet applied arrived, oldest first.
     write_times: VecDeque<Instant>,
     deferred: VecDeque<Deferred>,
     /// Woken whenever the client's outstanding requests go down.
     progress: Arc<Notify>,
+    /// Woken when writes it holds may be handed to a leader.
+    handoff: Arc<Notify>,
     pub stats: ClientStats,
 }
 
 impl Client {
     pub fn outstanding(&self) -> usize {
-        (self.writes_sent - self.writes_applied) as usize + self.deferred.len()
+        self.writes.unapplied() as usize + self.deferred.len()
     }
+}
+
+/// What wakes a connection's task.
+pub struct Wakers {
+    /// The client's outstanding requests went down.
+    pub progress: Arc<Notify>,
+    /// Writes it holds may be handed to a leader now.
+    pub handoff: Arc<Notify>,
 }
 
 /// How a resumed session's handshake went.
@@ -122,6 +129,9 @@ pub struct Replica {
     /// Watches one session may hold (`limits.watches_per_session_max`).
     watches_per_session_max: usize,
     quota_log: QuotaLog,
+    /// The term of the last entry applied: writes in flight to an earlier term are settled
+    /// when it rises ([`crate::writes`]).
+    applied_term: u64,
 }
 
 /// ZooKeeper's `RateLogger` for quota breaches: a line is logged when it differs from the
@@ -241,6 +251,7 @@ impl Replica {
             },
             watches_per_session_max: usize::MAX,
             quota_log: QuotaLog::default(),
+            applied_term: 0,
         }
     }
 
@@ -274,23 +285,25 @@ impl Replica {
     }
 
     /// Writes `/zookeeper/config` to zoo.cfg's files, if they are kept and it is newer.
-    fn membership_applied(&mut self) {
-        let Some(files) = self.zoo_cfg.as_mut() else {
-            return;
-        };
-        let Some(text) = self
+    /// A membership was applied (`/zookeeper/config` rewritten): zoo.cfg follows it. Returns
+    /// whether this server is still one of its members (`None` if it does not say).
+    fn membership_applied(&mut self) -> Option<bool> {
+        let text = self
             .state
             .tree()
             .get(warden_state::system::CONFIG)
-            .and_then(|n| n.data().map(|d| String::from_utf8_lossy(d).into_owned()))
-        else {
-            return;
-        };
+            .and_then(|n| n.data().map(|d| String::from_utf8_lossy(d).into_owned()))?;
         match crate::cluster::membership::parse(&text) {
-            Ok((members, version)) if !members.is_empty() => files.committed(&members, version),
-            Ok(_) => {}
+            Ok((members, version)) if !members.is_empty() => {
+                if let Some(files) = self.zoo_cfg.as_mut() {
+                    files.committed(&members, version);
+                }
+                Some(members.iter().any(|m| m.id == self.node_id))
+            }
+            Ok(_) => None,
             Err(e) => {
-                tracing::error!("/zookeeper/config does not parse ({e}); zoo.cfg not updated")
+                tracing::error!("/zookeeper/config does not parse ({e}); zoo.cfg not updated");
+                None
             }
         }
     }
@@ -355,37 +368,106 @@ impl Replica {
         }
     }
 
-    /// Closes the connections with writes in flight (or a session being created), whose
-    /// outcome this server can no longer learn: their leader is gone. Returns how many.
-    pub fn close_writers(&mut self, why: &str) -> usize {
-        let mut closed = 0;
+    /// The writes in flight lost their leader, or the channel that carried them broke: their
+    /// fate is in doubt until an entry of a later term settles it ([`crate::writes`]). A new
+    /// session's handshake is not kept waiting for that: its connection is closed, and its
+    /// client tries again. Every connection is woken to hand on the writes it held.
+    pub fn writes_in_doubt(&mut self, why: &str, now: Instant) {
+        let mut handshakes = 0;
         for client in self.clients.values_mut() {
-            if client.writes_sent > client.writes_applied {
+            if client.handshake.is_some() && client.writes.in_flight() {
                 client.handshake = None;
                 client.out.close();
-                closed += 1;
+                handshakes += 1;
+            } else {
+                client.writes.doubt(now);
             }
+            client.handoff.notify_one();
         }
-        if closed > 0 {
+        if handshakes > 0 {
             tracing::info!(
-                connections = closed,
-                "closing connections with writes in flight: {why}"
+                connections = handshakes,
+                "closing connections whose new session is in flight: {why}"
             );
         }
-        closed
     }
 
-    /// A write of this connection's will never be applied: the connection is closed, so the
-    /// client sees ConnectionLoss rather than a missing reply.
-    pub fn write_failed(&mut self, connection: u64, why: &str) {
+    /// A leader refused a write of this connection's, or dropped it from its log: it is in
+    /// doubt, and settled at once if the log has already moved past its term.
+    pub fn write_failed(&mut self, connection: u64, why: &str, now: Instant) {
+        let applied_term = self.applied_term;
+        if let Some(client) = self.clients.get_mut(&connection) {
+            tracing::debug!(
+                peer = %client.peer,
+                session = format_args!("{:#x}", client.session_id),
+                "a write was not taken: {why}"
+            );
+            if client.handshake.is_some() {
+                client.handshake = None;
+                client.out.close();
+                return;
+            }
+            client.writes.doubt(now);
+            if client.writes.settle(applied_term) > 0 {
+                client.handoff.notify_one();
+            }
+        }
+    }
+
+    /// A write of this connection's could not be handed to the leader, nor can those after
+    /// it: the connection is closed (ConnectionLoss for its client).
+    pub fn writes_lost(&mut self, connection: u64, why: &str) {
         if let Some(client) = self.clients.get_mut(&connection) {
             tracing::info!(
                 peer = %client.peer,
                 session = format_args!("{:#x}", client.session_id),
-                "closing a connection whose write was lost: {why}"
+                "closing a connection whose write could not be sent: {why}"
             );
+            let lost = client.writes.abandon();
+            self.outstanding.down(lost as usize);
             client.handshake = None;
             client.out.close();
+        }
+    }
+
+    /// Closes the connections whose writes have been in doubt for longer than `bound`: their
+    /// fate may never be known here, and their clients are better told ConnectionLoss.
+    pub fn close_doubtful(&mut self, now: Instant, bound: Duration) {
+        for client in self.clients.values_mut() {
+            if client.writes.doubtful_for(now, bound) {
+                tracing::info!(
+                    peer = %client.peer,
+                    session = format_args!("{:#x}", client.session_id),
+                    "closing a connection whose writes stayed in doubt for {bound:?}"
+                );
+                let lost = client.writes.abandon();
+                self.outstanding.down(lost as usize);
+                client.handshake = None;
+                client.out.close();
+            }
+        }
+    }
+
+    /// The entry about to be applied is of `term`: when the term rises, writes in flight to
+    /// earlier terms that were not applied never will be, and their connections hand them to
+    /// the new leader.
+    pub fn entering_term(&mut self, term: u64) {
+        if term <= self.applied_term {
+            return;
+        }
+        self.applied_term = term;
+        for client in self.clients.values_mut() {
+            let lost = client.writes.settle(term);
+            if lost > 0 {
+                tracing::info!(
+                    peer = %client.peer,
+                    session = format_args!("{:#x}", client.session_id),
+                    writes = lost,
+                    term,
+                    "writes the old leader did not commit go to the new one"
+                );
+                client.handoff.notify_one();
+            }
         }
     }
 
@@ -398,8 +480,11 @@ impl Replica {
         peer: SocketAddr,
         auth: Arc<[Id]>,
         read_only: bool,
-    ) -> Arc<Notify> {
-        let progress = Arc::new(Notify::new());
+    ) -> Wakers {
+        let wakers = Wakers {
+            progress: Arc::new(Notify::new()),
+            handoff: Arc::new(Notify::new()),
+        };
         self.clients.insert(
             connection,
             Client {
@@ -410,16 +495,15 @@ impl Replica {
                 timeout_ms: 0,
                 handshake: None,
                 read_only,
-                writes_sent: 0,
-                writes_applied: 0,
-                writes_leader: None,
+                writes: Writes::default(),
                 write_times: VecDeque::new(),
                 deferred: VecDeque::new(),
-                progress: progress.clone(),
+                progress: wakers.progress.clone(),
+                handoff: wakers.handoff.clone(),
                 stats: ClientStats::new(),
             },
         );
-        progress
+        wakers
     }
 
     /// The connection is gone. Its session lives on until it expires; its watches go, as in
@@ -589,23 +673,52 @@ impl Replica {
         session_id == 0 || self.sessions.owned_by(session_id, server)
     }
 
-    /// A write of this connection's is about to go to `leader`; local requests after it wait
-    /// for it. Returns the write's sequence number on the connection, or `None` if writes
-    /// still in flight went to another leader: this one could overtake them, so the
-    /// connection must close instead.
-    pub fn write_sent(&mut self, connection: u64, received: Instant, leader: u64) -> Option<u64> {
+    /// A write of this connection's, built by `build` from its sequence number and this
+    /// process's incarnation, is kept until it is applied; local requests after it wait for
+    /// it. Returns the writes to hand to `target` now, in order (this one and any held
+    /// before it; none while earlier writes are in doubt), or `None` if the connection is
+    /// gone.
+    pub fn write(
+        &mut self,
+        connection: u64,
+        received: Instant,
+        build: impl FnOnce(u64, u64) -> Proposal,
+        target: Option<Target>,
+    ) -> Option<Vec<Proposal>> {
+        let target = self.current(target);
         let client = self.clients.get_mut(&connection)?;
-        let in_flight = client.writes_sent > client.writes_applied;
-        if in_flight && client.writes_leader != Some(leader) {
-            return None;
-        }
-        client.writes_leader = Some(leader);
-        client.writes_sent += 1;
+        let seq = client.writes.number();
+        client.writes.keep(build(seq, self.incarnation));
         self.outstanding.up(1);
         client.write_times.push_back(received);
         client.stats.received();
         self.stats.received();
-        Some(client.writes_sent)
+        Some(target.map_or_else(Vec::new, |t| client.writes.take_for(t)))
+    }
+
+    /// `target`, unless the log has already moved past its term (this server's view of the
+    /// leader can lag the entries it applies by a moment): writes wait for the next leader
+    /// then, rather than go to one that can only refuse them.
+    fn current(&self, target: Option<Target>) -> Option<Target> {
+        target.filter(|t| t.term >= self.applied_term)
+    }
+
+    /// The writes of this connection's to hand to `target` now (held ones, or ones handed
+    /// again after their leader lost them), in order.
+    pub fn writes_for(&mut self, connection: u64, target: Target) -> Vec<Proposal> {
+        let Some(target) = self.current(Some(target)) else {
+            return Vec::new();
+        };
+        self.clients
+            .get_mut(&connection)
+            .map_or_else(Vec::new, |c| c.writes.take_for(target))
+    }
+
+    /// Whether this connection holds writes not yet handed to a leader.
+    pub fn writes_waiting(&self, connection: u64) -> bool {
+        self.clients
+            .get(&connection)
+            .is_some_and(|c| c.writes.waiting())
     }
 
     /// A request this server answers alone: now if the client has no write in flight, else
@@ -616,13 +729,13 @@ impl Replica {
         };
         client.stats.received();
         self.stats.received();
-        if client.writes_applied == client.writes_sent && client.deferred.is_empty() {
+        if client.writes.unapplied() == 0 && client.deferred.is_empty() {
             let session_id = client.session_id;
             let out = client.out.clone();
             self.execute(connection, session_id, &out, local);
         } else {
             client.deferred.push_back(Deferred {
-                after_writes: client.writes_sent,
+                after_writes: client.writes.numbered(),
                 local,
             });
             self.outstanding.up(1);
@@ -636,7 +749,7 @@ impl Replica {
                 return;
             };
             match client.deferred.front() {
-                Some(d) if d.after_writes <= client.writes_applied => {}
+                Some(d) if d.after_writes <= client.writes.applied_count() => {}
                 _ => return,
             }
             let deferred = client.deferred.pop_front().expect("front exists");
@@ -906,9 +1019,14 @@ impl Replica {
                 }
             }
             TxnKind::Reconfigured { .. } => {
-                self.membership_applied();
+                let member = self.membership_applied();
                 if let Some((connection, xid)) = local {
                     self.write_applied(connection, xid, &outcome);
+                }
+                if member == Some(false) {
+                    // As a ZooKeeper server that a reconfig removes: its clients are answered,
+                    // then sent on in the same step, before they can send it anything else.
+                    self.close_all("a reconfig removed this server from the ensemble");
                 }
             }
             TxnKind::Request(_) | TxnKind::Refused { .. } => {
@@ -928,28 +1046,26 @@ impl Replica {
         let Some(client) = self.clients.get_mut(&connection) else {
             return false;
         };
-        if seq != client.writes_applied + 1 || seq > client.writes_sent {
-            if client.writes_applied < client.writes_sent {
+        match client.writes.applied(seq) {
+            writes::Applied::InOrder => {
+                self.outstanding.down(1);
+                true
+            }
+            writes::Applied::OutOfOrder { expected } => {
                 tracing::warn!(
                     peer = %client.peer,
-                    expected = client.writes_applied + 1,
+                    expected,
                     applied = seq,
                     "a write of this connection was lost; closing it"
                 );
-                self.outstanding
-                    .down((client.writes_sent - client.writes_applied) as usize);
-                client.writes_applied = client.writes_sent;
+                let lost = client.writes.abandon();
+                self.outstanding.down(lost as usize);
                 client.handshake = None;
                 client.out.close();
+                false
             }
-            return false;
+            writes::Applied::Stale => false,
         }
-        client.writes_applied += 1;
-        self.outstanding.down(1);
-        if client.writes_applied == client.writes_sent {
-            client.writes_leader = None;
-        }
-        true
     }
 
     fn session_created(&mut self, connection: u64, session_id: i64) {
@@ -1082,7 +1198,7 @@ mod tests {
     /// A session created through `connection`, with its handshake answer drained.
     fn session(r: &mut Replica, connection: u64, queue: &mut OutboundQueue) -> i64 {
         let _ready = r.await_session(connection, 10_000, None, vec![7; 16]);
-        let seq = r.write_sent(connection, Instant::now(), NODE).unwrap();
+        let seq = sent(r, connection, NODE);
         let created = Proposal {
             origin: Some(origin(connection, seq, 0)),
             txn: txn(
@@ -1099,6 +1215,19 @@ mod tests {
             "handshake answered"
         );
         r.state().sessions().next().unwrap().0
+    }
+
+    /// A create of the connection's, handed to `leader` in term 1; returns its number.
+    fn sent(r: &mut Replica, connection: u64, leader: u64) -> u64 {
+        let target = Target { leader, term: 1 };
+        r.write(
+            connection,
+            Instant::now(),
+            |seq, _| create(0, "/sent", origin(connection, seq, seq as i32)),
+            Some(target),
+        )
+        .expect("connected");
+        r.clients[&connection].writes.numbered()
     }
 
     fn origin(connection: u64, seq: u64, xid: i32) -> Origin {
@@ -1153,8 +1282,8 @@ mod tests {
         let mut r = replica();
         let mut q = connect(&mut r, CONNECTION);
         let id = session(&mut r, CONNECTION, &mut q);
-        let two = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
-        let three = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        let two = sent(&mut r, CONNECTION, NODE);
+        let three = sent(&mut r, CONNECTION, NODE);
         // Write `two` was lost with its leader; `three` committed.
         r.apply(
             &create(id, "/three", origin(CONNECTION, three, 3)),
@@ -1168,15 +1297,40 @@ mod tests {
     }
 
     #[test]
-    fn a_write_may_not_follow_writes_in_flight_to_another_leader() {
+    fn writes_a_new_leader_did_not_commit_are_handed_to_it_in_order() {
         let mut r = replica();
         let mut q = connect(&mut r, CONNECTION);
-        session(&mut r, CONNECTION, &mut q);
-        assert!(r.write_sent(CONNECTION, Instant::now(), 2).is_some());
-        assert!(r.write_sent(CONNECTION, Instant::now(), 2).is_some());
-        assert_eq!(r.write_sent(CONNECTION, Instant::now(), 3), None);
-        assert_eq!(r.close_writers("the leader changed"), 1);
-        assert!(matches!(q.try_recv(), Some(Out::Close)));
+        let id = session(&mut r, CONNECTION, &mut q);
+        let one = sent(&mut r, CONNECTION, 2);
+        let two = sent(&mut r, CONNECTION, 2);
+        r.writes_in_doubt("the leader changed", Instant::now());
+        // A write of the new term waits behind the two in doubt.
+        let held = r.write(
+            CONNECTION,
+            Instant::now(),
+            |seq, _| create(id, "/three", origin(CONNECTION, seq, 3)),
+            Some(Target { leader: 3, term: 2 }),
+        );
+        assert_eq!(held.map(|h| h.len()), Some(0));
+        // The new leader commits `one`, then its own first entry: `two` was lost.
+        r.apply(
+            &create(id, "/one", origin(CONNECTION, one, 1)),
+            Instant::now(),
+        );
+        r.entering_term(2);
+        assert!(q.try_recv().is_some(), "`one` answered");
+        let again = r.writes_for(CONNECTION, Target { leader: 3, term: 2 });
+        let seqs: Vec<u64> = again.iter().map(|p| p.origin.unwrap().seq).collect();
+        assert_eq!(seqs, [two, two + 1], "handed again, then the held one");
+        for p in &again {
+            r.apply(p, Instant::now());
+        }
+        assert!(r.state().tree().get("/three").is_some());
+        assert_eq!(r.outstanding(CONNECTION), 0);
+        assert!(
+            matches!(q.try_recv(), Some(Out::Frame(_))),
+            "answered, never closed"
+        );
     }
 
     #[test]
@@ -1242,10 +1396,10 @@ mod tests {
         let a = session(&mut r, 1, &mut qa);
         let _b = session(&mut r, 2, &mut qb);
         assert_eq!(r.outstanding_total(), 0);
-        let first = r.write_sent(1, Instant::now(), NODE).unwrap();
-        let second = r.write_sent(1, Instant::now(), NODE).unwrap();
+        let first = sent(&mut r, 1, NODE);
+        let second = sent(&mut r, 1, NODE);
         r.local(1, get_data("/")); // waits behind the writes
-        let on_b = r.write_sent(2, Instant::now(), NODE).unwrap();
+        let on_b = sent(&mut r, 2, NODE);
         assert_eq!(r.outstanding_total(), 4);
         assert_eq!(r.outstanding_total(), sum_outstanding(&r));
         r.apply(&create(a, "/one", origin(1, first, 1)), Instant::now());
@@ -1272,9 +1426,9 @@ mod tests {
         });
         let mut q = connect(&mut r, CONNECTION);
         let id = session(&mut r, CONNECTION, &mut q);
-        let first = r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        let first = sent(&mut r, CONNECTION, NODE);
         assert!(!r.outstanding_full().0);
-        r.write_sent(CONNECTION, Instant::now(), NODE).unwrap();
+        sent(&mut r, CONNECTION, NODE);
         let (full, below_max) = r.outstanding_full();
         assert!(full, "two unanswered requests reach the bound");
         let woken = below_max.notified();

@@ -128,6 +128,33 @@ impl Context {
                     .unwrap_or(false))
     }
 
+    /// How long a server that stopped serving keeps its clients' connections, waiting for a
+    /// leader, before it closes them: one election timeout, so that a change of leader costs
+    /// clients a pause rather than their connections, while a server cut off from its quorum
+    /// still sends them on well within their session timeout (at least two ticks).
+    pub fn leaderless_grace(&self) -> Duration {
+        self.consensus.election_timeout()
+    }
+
+    /// Waits, within the leaderless grace, for this server to serve again; returns whether
+    /// it does.
+    pub async fn await_serving(&self) -> bool {
+        let until = *self
+            .unserved_since
+            .lock()
+            .expect("unserved_since lock poisoned")
+            + self.leaderless_grace();
+        loop {
+            if self.serving() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(SERVING_POLL).await;
+        }
+    }
+
     /// Whether this server, cut off from its quorum, serves reads (read-only mode). As in
     /// ZooKeeper (`QuorumPeer.run`), only once it has gone without a quorum for
     /// max(2 s, tickTime): a server that is starting or electing is not read-only yet, so a
@@ -647,6 +674,7 @@ async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
     ctx.consensus
         .propose(
             proposal,
+            None,
             |e| tracing::info!(error = %e, "a cleanup was not proposed; the next leader redoes it"),
         )
         .await;
@@ -733,11 +761,11 @@ fn cluster_id(config: &Config, members: &[MemberAddr]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(voters.join(",").as_bytes())
 }
 
-/// Follows leadership as it changes: a server that stops serving closes its clients'
-/// connections (so they move to a server that can serve them); when the leader changes,
-/// connections with writes in flight are closed (their outcome is unknowable here); a new
-/// leader gives every session a full timeout and makes the membership follow
-/// `/zookeeper/config`.
+/// Follows leadership as it changes: a server that stops serving, and does not serve again
+/// within the leaderless grace, closes its clients' connections (so they move to a server
+/// that can serve them); when the leader changes, writes in flight are in doubt until the log
+/// settles them (crate::writes); a new leader gives every session a full timeout and makes
+/// the membership follow `/zookeeper/config`.
 async fn follow_leadership(ctx: Arc<Context>) {
     let me = ctx.consensus.node_id();
     let mut seen: (u64, Option<u64>) = (0, None);
@@ -745,6 +773,8 @@ async fn follow_leadership(ctx: Arc<Context>) {
     let mut leaderless_since = Some(Instant::now());
     ctx.leadership.elections.fetch_add(1, Ordering::Relaxed);
     let mut serving = false;
+    // Whether the clients were closed since serving stopped.
+    let mut closed = true;
     let mut check = tokio::time::interval(Duration::from_millis(100));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -754,7 +784,8 @@ async fn follow_leadership(ctx: Arc<Context>) {
         };
         if now.1 != seen.1 {
             ctx.forwarder.close();
-            ctx.replica().close_writers("the leader changed");
+            ctx.replica()
+                .writes_in_doubt("the leader changed", Instant::now());
             note_leadership(&ctx.leadership, now.1, me, &mut leaderless_since);
             match now.1 {
                 Some(leader) if leader == me => {
@@ -767,10 +798,13 @@ async fn follow_leadership(ctx: Arc<Context>) {
             }
         }
         seen = now;
+        ctx.replica()
+            .close_doubtful(Instant::now(), 2 * ctx.consensus.election_timeout());
         let serving_now = ctx.serving();
         if serving_now != serving {
             serving = serving_now;
             if serving {
+                closed = false;
                 tracing::info!(leader = ?now.1, "serving clients");
                 ctx.replica().close_read_only();
                 if now.1 == Some(me) {
@@ -780,17 +814,31 @@ async fn follow_leadership(ctx: Arc<Context>) {
                 }
             } else {
                 tracing::warn!(
-                    "not serving clients: no quorum (client connections are closed until a \
-                     leader is heard from)"
+                    grace = ?ctx.leaderless_grace(),
+                    "not serving clients: no quorum (client connections are kept for the \
+                     grace, waiting for a leader, then closed until one is heard from)"
                 );
                 *ctx.unserved_since
                     .lock()
                     .expect("unserved_since lock poisoned") = Instant::now();
+            }
+        }
+        if !serving && !closed {
+            let unserved_for = ctx
+                .unserved_since
+                .lock()
+                .expect("unserved_since lock poisoned")
+                .elapsed();
+            if unserved_for >= ctx.leaderless_grace() {
+                closed = true;
                 ctx.replica().close_all("this server lost its quorum");
             }
         }
     }
 }
+
+/// How often a connection waiting for its server to serve looks again.
+const SERVING_POLL: Duration = Duration::from_millis(20);
 
 /// Times elections (from losing a leader to knowing one) and this server's leadership.
 fn note_leadership(

@@ -5,8 +5,10 @@
 //! - `import`: a ZooKeeper data directory into a new Warden data directory.
 //! - `bench`: drive any ZooKeeper-compatible server(s) with a workload and report throughput and
 //!   latency.
+//! - `cli`: an interactive client with zkCli's commands and keeper-client's operator helpers.
 
 mod bench;
+mod cli;
 mod import;
 mod server;
 
@@ -39,6 +41,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Drive ZooKeeper-compatible servers with a workload; report throughput, latency, errors.
     Bench(bench::BenchArgs),
+    /// An interactive client, as zkCli: `warden cli -server host:port [cmd args]`.
+    Cli(cli::CliArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Command::Server(args) => return server::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Import(args) => import::run(args),
+        Command::Cli(args) => return cli::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

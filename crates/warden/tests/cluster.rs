@@ -353,6 +353,57 @@ fn sigstopped_leader_is_replaced() {
     });
 }
 
+/// A leader change costs a follower's clients a pause, not their connection: writes in flight
+/// when the leader is frozen, and writes sent while there is none, are all answered, once
+/// each and in the order sent (docs/cluster.md, "Writes across a change of leader").
+#[test]
+fn a_follower_keeps_its_clients_over_a_leader_change() {
+    run(
+        "a_follower_keeps_its_clients_over_a_leader_change",
+        |system| async move {
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            let follower = cluster.followers_of(leader)[0];
+            let client = connect(&cluster.member_connect_string(follower)).await;
+            client.create("/keep", b"", &persistent()).await.unwrap();
+            let mut states = client.state_watcher();
+            let sequential = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+            // Sent before the freeze (some still in flight when it comes), then during it.
+            let mut creates: Vec<_> = (0..100)
+                .map(|_| client.create("/keep/n-", b"x", &sequential))
+                .collect();
+            cluster.sigstop(leader);
+            tokio::time::sleep(TICK).await;
+            creates.extend((0..100).map(|_| client.create("/keep/n-", b"x", &sequential)));
+            let results = tokio::time::timeout(RECOVERY_MAX, futures::future::join_all(creates))
+                .await
+                .expect("every create answered");
+            cluster.sigcont(leader);
+            let sequence: Vec<i64> = results
+                .into_iter()
+                .enumerate()
+                .map(|(i, result)| {
+                    let (_, seq) = result.unwrap_or_else(|e| panic!("create {i}: {e}"));
+                    seq.into_i64()
+                })
+                .collect();
+            assert!(
+                sequence.windows(2).all(|w| w[0] < w[1]),
+                "applied in the order sent: {sequence:?}"
+            );
+            assert_eq!(
+                client.list_children("/keep").await.unwrap().len(),
+                200,
+                "each once"
+            );
+            assert_eq!(client.state(), zk::SessionState::SyncConnected);
+            let change = tokio::time::timeout(Duration::ZERO, states.changed()).await;
+            assert!(change.is_err(), "the session's state changed: {change:?}");
+            assert_ne!(blocking(|| cluster.wait_for_leader(RECOVERY_MAX)), leader);
+        },
+    );
+}
+
 #[test]
 fn minority_cannot_commit() {
     run("minority_cannot_commit", |system| async move {

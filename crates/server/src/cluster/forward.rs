@@ -7,9 +7,10 @@
 //! writes and gets its replies in order. The same channel carries the sessions the follower's
 //! clients touched (the leader decides expiry) and read-index requests (`sync`).
 //!
-//! Nothing is ever resent: if the channel breaks, or the leader changes, the connections with
-//! writes in flight are closed (ConnectionLoss for their clients, as ZooKeeper gives when a
-//! follower loses its leader), because a resent write could be applied twice or out of order.
+//! Each write names the leader's term it is for, and the leader enters it in the log only in
+//! that term. If the channel breaks, or the leader changes, the writes in flight are in doubt
+//! until the log settles them; those it did not take are then handed to the next leader
+//! (crate::writes), so nothing is applied twice or out of order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,10 +23,15 @@ use warden_proto::jute::{Reader, Writer};
 use super::wire::{self, Channel, FrameReader, FrameWriter, GROUP_MAIN, Hello, Kind, WireError};
 use crate::consensus::{Origin, Proposal, ProposeError, ReadIndexError};
 use crate::server::Context;
+use crate::writes::Target;
 
 /// What a follower sends its leader.
 enum Outgoing {
-    Forward(Vec<u8>),
+    /// A write, for the leader's term named.
+    Forward {
+        term: u64,
+        bytes: Vec<u8>,
+    },
     Touch(Vec<i64>),
     /// A session resumes here: the leader records this server as its owner, then answers.
     Revalidate {
@@ -101,15 +107,19 @@ impl Forwarder {
         Ok(tx)
     }
 
-    /// Queues a write for `leader`, or says why it cannot go.
+    /// Queues a write for the leader of `target`, to enter the log in its term only, or says
+    /// why it cannot go.
     pub fn forward(
         &self,
         ctx: &Arc<Context>,
-        leader: u64,
+        target: Target,
         proposal: &Proposal,
     ) -> Result<(), ForwardError> {
-        self.sender(ctx, leader)?
-            .try_send(Outgoing::Forward(proposal.encode()))
+        self.sender(ctx, target.leader)?
+            .try_send(Outgoing::Forward {
+                term: target.term,
+                bytes: proposal.encode(),
+            })
             .map_err(|_| ForwardError::QueueFull)
     }
 
@@ -184,8 +194,8 @@ fn next_request_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One channel to a leader, until it breaks. Whatever was in flight on it is then lost: the
-/// connections waiting for it are closed.
+/// One channel to a leader, until it breaks. Whatever was in flight on it is then in doubt
+/// until the log settles it.
 async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiver<Outgoing>) {
     let identity = ctx.consensus.identity().clone();
     let hello = Hello {
@@ -220,7 +230,7 @@ async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiv
         matches!(&why, WireError::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
     ctx.consensus.leader_unreachable(leader, refused);
     ctx.replica()
-        .close_writers("the channel to the leader closed");
+        .writes_in_doubt("the channel to the leader closed", Instant::now());
     // Dropping the senders fails every read index still waiting.
     pending.lock().expect("pending lock poisoned").clear();
 }
@@ -232,7 +242,9 @@ async fn send_loop(
 ) -> WireError {
     while let Some(out) = rx.recv().await {
         let sent = match out {
-            Outgoing::Forward(bytes) => writer.send(Kind::Forward, GROUP_MAIN, 0, &bytes).await,
+            Outgoing::Forward { term, bytes } => {
+                writer.send(Kind::Forward, GROUP_MAIN, term, &bytes).await
+            }
             Outgoing::Revalidate {
                 id,
                 session_id,
@@ -282,9 +294,9 @@ async fn receive_loop(
         };
         match frame.kind {
             Kind::ForwardFailed => match decode_failure(&frame.payload) {
-                Some((origin, why)) if origin.incarnation == ctx.replica().incarnation() => {
-                    ctx.replica().write_failed(origin.connection, &why)
-                }
+                Some((origin, why)) if origin.incarnation == ctx.replica().incarnation() => ctx
+                    .replica()
+                    .write_failed(origin.connection, &why, Instant::now()),
                 Some(_) => {}
                 None => return WireError::Handshake("malformed forward failure".into()),
             },
@@ -343,8 +355,8 @@ fn decode_failure(payload: &[u8]) -> Option<(Origin, String)> {
 }
 
 /// The leader's side of one follower's Forward channel: writes are proposed in the order they
-/// arrive; a write that cannot enter the log is reported back so the follower closes its
-/// client's connection.
+/// arrive, each only in the term its frame names; a write that cannot enter the log is
+/// reported back, so that the follower learns its fate is in doubt.
 pub async fn serve_follower(
     ctx: Arc<Context>,
     from: u64,
@@ -379,6 +391,7 @@ pub async fn serve_follower(
                     break WireError::Handshake("a forwarded write of another server's".into());
                 };
                 let mut proposal = proposal;
+                let term = Some(frame.id);
                 super::refuse_if_moved(&ctx, &mut proposal, from);
                 let tx = tx.clone();
                 let failed = move |e: ProposeError| {
@@ -387,9 +400,9 @@ pub async fn serve_follower(
                 };
                 if super::membership::is_reconfig(&proposal) {
                     // Awaited: this follower's later writes wait behind the reconfig.
-                    super::membership::reconfig(&ctx, proposal, failed).await;
+                    super::membership::reconfig(&ctx, proposal, term, failed).await;
                 } else {
-                    ctx.consensus.propose(proposal, failed).await;
+                    ctx.consensus.propose(proposal, term, failed).await;
                 }
             }
             Kind::Revalidate => {

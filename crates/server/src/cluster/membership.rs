@@ -153,16 +153,26 @@ fn may_reconfigure(ctx: &Context, auth: &[Id]) -> bool {
 }
 
 /// Carries out a client's reconfig on the leader (module doc) and answers it through the
-/// log. `proposal` is the client's write, with its origin; `failed` is told if the answer
-/// cannot enter the log (so the client's server closes its connection, as for any write).
+/// log. `proposal` is the client's write, with its origin, handed over for `term` (if named:
+/// nothing is done unless this server leads in it); `failed` is told if the answer cannot
+/// enter the log (so the client's server hands it to the next leader, as any write).
 pub async fn reconfig(
     ctx: &Arc<Context>,
     mut proposal: Proposal,
+    term: Option<u64>,
     failed: impl FnOnce(ProposeError) + Send + 'static,
 ) {
     let TxnKind::Request(Request::Reconfig(request)) = &proposal.txn.kind else {
         unreachable!("only reconfig requests come here");
     };
+    if let Some(term) = term
+        && !ctx.consensus.leads_in(term)
+    {
+        failed(ProposeError::NotLeader {
+            leader: ctx.consensus.leader(),
+        });
+        return;
+    }
     let request = request.clone();
     let wanted = if !begin(ctx).await {
         Err(ErrorCode::RECONFIG_IN_PROGRESS)
@@ -181,7 +191,7 @@ pub async fn reconfig(
         },
         Err(err) => TxnKind::Refused { err: *err },
     };
-    if let Err(e) = ctx.consensus.propose_and_wait(proposal).await {
+    if let Err(e) = ctx.consensus.propose_and_wait(proposal, term).await {
         failed(e);
     }
     let Ok(wanted) = wanted else {
@@ -295,7 +305,7 @@ pub async fn reconcile(ctx: Arc<Context>) {
         if members.is_empty() {
             let founding = render(&ctx.config.cluster.members);
             let write = own(TxnKind::Reconfigured { members: founding });
-            if let Err(e) = ctx.consensus.propose_and_wait(write).await {
+            if let Err(e) = ctx.consensus.propose_and_wait(write, None).await {
                 tracing::debug!(error = %e, "founding membership not written yet");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }

@@ -130,7 +130,9 @@ mod tests {
                 },
             },
         };
-        consensus.propose(create_session, |e| panic!("{e}")).await;
+        consensus
+            .propose(create_session, None, |e| panic!("{e}"))
+            .await;
         tokio::time::timeout(Duration::from_secs(10), async {
             while zxid() != 42 {
                 tokio::time::sleep(Duration::from_millis(10)).await;

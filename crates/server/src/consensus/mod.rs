@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use openraft::alias::StoredMembershipOf;
+use openraft::alias::CommittedLeaderIdOf;
+use openraft::alias::{StoredMembershipOf, WriteResponderOf};
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::ReadPolicy;
@@ -135,6 +136,15 @@ pub enum ProposeError {
     Discarded,
     #[error("consensus has stopped")]
     Stopped,
+}
+
+fn propose_error(e: ClientWriteError<WardenRaft>) -> ProposeError {
+    match e {
+        ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader {
+            leader: f.leader_id,
+        },
+        _ => ProposeError::Discarded,
+    }
 }
 
 /// Why a read index could not be had.
@@ -477,29 +487,23 @@ impl Consensus {
         proposal.txn.enforce_quota = self.enforce_quota;
     }
 
-    /// Appends a proposal to the log if this server leads. Its outcome reaches the client
-    /// through the replica of the server the client is connected to, when it is applied; if
-    /// it never enters the log, or a new leader discards it, `failed` is called instead.
+    /// Appends a proposal to the log if this server leads (in `term`, when one is named: the
+    /// entry is then of that term or of none, which is what lets a write whose leader was
+    /// lost be handed again safely, crate::writes). Its outcome reaches the client through the
+    /// replica of the server the client is connected to, when it is applied; if it never
+    /// enters the log, or a new leader discards it, `failed` is called instead.
     pub async fn propose(
         &self,
-        mut proposal: Proposal,
+        proposal: Proposal,
+        term: Option<u64>,
         failed: impl FnOnce(ProposeError) + Send + 'static,
     ) {
-        // Only a leader's proposal enters the log, so every transaction carries the leader's
-        // time (the state machine keeps it from going backwards across leaders) and the
-        // leader's quota enforcement, which every replica then applies alike.
-        self.stamp(&mut proposal);
         let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
             if let Err(e) = result {
-                failed(match e {
-                    ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader {
-                        leader: f.leader_id,
-                    },
-                    _ => ProposeError::Discarded,
-                })
+                failed(propose_error(e))
             }
         });
-        if let Err(fatal) = self.raft.client_write_ff(proposal, Some(completion)).await {
+        if let Err(fatal) = self.write(proposal, term, completion).await {
             // The completion went down with openraft's core; exit_on_fatal ends the process.
             tracing::warn!(%fatal, "a proposal was not accepted: consensus stopped");
         }
@@ -590,6 +594,18 @@ impl Consensus {
         self.raft.metrics().borrow_watched().current_leader
     }
 
+    /// The leader and the term it leads in, as this server knows them.
+    pub fn leader_in_term(&self) -> Option<(u64, u64)> {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        m.current_leader.map(|leader| (leader, m.current_term))
+    }
+
+    /// Whether this server leads in `term`.
+    pub fn leads_in(&self, term: u64) -> bool {
+        self.leader_in_term() == Some((self.node_id(), term))
+    }
+
     /// The membership in force (the last one in the log, committed or not).
     fn membership(&self) -> Arc<StoredMembershipOf<WardenRaft>> {
         self.raft
@@ -644,26 +660,42 @@ impl Consensus {
     }
 
     /// Proposes like [`Consensus::propose`] and waits until the entry is applied here.
-    pub async fn propose_and_wait(&self, mut proposal: Proposal) -> Result<(), ProposeError> {
-        self.stamp(&mut proposal);
+    pub async fn propose_and_wait(
+        &self,
+        proposal: Proposal,
+        term: Option<u64>,
+    ) -> Result<(), ProposeError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
-            let _ = tx.send(result.map(|_| ()).map_err(|e| match e {
-                ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader {
-                    leader: f.leader_id,
-                },
-                _ => ProposeError::Discarded,
-            }));
+            let _ = tx.send(result.map(|_| ()).map_err(propose_error));
         });
-        if self
-            .raft
-            .client_write_ff(proposal, Some(completion))
-            .await
-            .is_err()
-        {
+        if self.write(proposal, term, completion).await.is_err() {
             return Err(ProposeError::Stopped);
         }
         rx.await.unwrap_or(Err(ProposeError::Discarded))
+    }
+
+    /// Hands a proposal to openraft, stamped, on condition that this server leads in `term`
+    /// if one is named.
+    async fn write(
+        &self,
+        mut proposal: Proposal,
+        term: Option<u64>,
+        completion: WriteResponderOf<WardenRaft>,
+    ) -> Result<(), openraft::errors::Fatal<WardenRaft>> {
+        // Only a leader's proposal enters the log, so every transaction carries the leader's
+        // time (the state machine keeps it from going backwards across leaders) and the
+        // leader's quota enforcement, which every replica then applies alike.
+        self.stamp(&mut proposal);
+        let write = self.raft.write(proposal).responder(completion);
+        match term {
+            Some(term) => {
+                write
+                    .with_leader(CommittedLeaderIdOf::<WardenRaft>::new(term))
+                    .await
+            }
+            None => write.await,
+        }
     }
 
     /// The voters and the learners (observers) of the membership in force.
@@ -970,7 +1002,7 @@ mod tests {
             },
         };
         consensus
-            .propose(proposal, move |e| {
+            .propose(proposal, None, move |e| {
                 let _ = tx.send(e);
             })
             .await;

@@ -98,14 +98,18 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let log_id = entry.log_id();
-            let zxid = match &entry.payload {
-                EntryPayload::Normal(proposal) => self.replica().apply(proposal, Instant::now()),
-                EntryPayload::Membership(m) => {
-                    self.membership =
-                        StoredMembershipOf::<WardenRaft>::new(Some(log_id), m.clone());
-                    self.replica().state().last_zxid()
+            let zxid = {
+                let mut replica = self.replica.lock().expect("replica lock poisoned");
+                replica.entering_term(log_id.leader_id.term);
+                match &entry.payload {
+                    EntryPayload::Normal(proposal) => replica.apply(proposal, Instant::now()),
+                    EntryPayload::Membership(m) => {
+                        self.membership =
+                            StoredMembershipOf::<WardenRaft>::new(Some(log_id), m.clone());
+                        replica.state().last_zxid()
+                    }
+                    EntryPayload::Blank => replica.state().last_zxid(),
                 }
-                EntryPayload::Blank => self.replica().state().last_zxid(),
             };
             self.applied = Some(log_id);
             if let Some(responder) = responder {
