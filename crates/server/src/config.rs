@@ -63,6 +63,8 @@ pub struct Config {
     pub metrics: Metrics,
     /// SASL authentication, the `sasl` ACL scheme, required authentication.
     pub auth: Auth,
+    /// TLS for clients: the secure port, key and trust stores (docs/security.md).
+    pub tls: crate::tls::Tls,
     /// The zoo.cfg this server was started from, which it keeps up to date with the
     /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
     /// never rewritten.
@@ -214,18 +216,20 @@ impl Auth {
         self.required_schemes.iter().any(|s| s == "sasl")
     }
 
-    fn validate(&self) -> Result<(), InvalidConfig> {
+    /// `x509`: whether clients may authenticate with certificates (TLS with client auth).
+    fn validate(&self, x509: bool) -> Result<(), InvalidConfig> {
         // As ZooKeeper's AuthenticationHelper: a required scheme must have a provider.
         for scheme in &self.required_schemes {
             let available = match scheme.as_str() {
                 "digest" | "ip" => true,
                 "sasl" => self.sasl_scheme,
+                "x509" => x509,
                 _ => false,
             };
             if !available {
                 return Err(InvalidConfig(format!(
                     "auth required_schemes names {scheme:?}, which is not available (digest, \
-                     ip, and sasl with sasl_scheme = true)"
+                     ip, sasl with sasl_scheme = true, x509 with TLS and client certificates)"
                 )));
             }
         }
@@ -477,6 +481,7 @@ impl Default for Config {
             admin: Admin::default(),
             metrics: Metrics::default(),
             auth: Auth::default(),
+            tls: crate::tls::Tls::default(),
             zoo_cfg: None,
             source_text: None,
         }
@@ -613,7 +618,8 @@ impl Config {
         self.containers.validate()?;
         self.admin.validate()?;
         self.metrics.validate()?;
-        self.auth.validate()?;
+        self.auth.validate(self.tls.x509_available())?;
+        self.tls.validate()?;
         self.cluster.validate()
     }
 
@@ -971,6 +977,24 @@ mod tests {
                 jaas_section: "WardenServer".into(),
                 sasl_super_users: vec!["admin".into()],
                 required_schemes: vec!["sasl".into()],
+            },
+            tls: crate::tls::Tls {
+                secure_client_listen: Some(HostPort::new("0.0.0.0", 2281)),
+                port_unification: true,
+                client_listen_tls_only: false,
+                key_store: Some(crate::tls::Store {
+                    location: "/etc/warden/server.p12".into(),
+                    password: Some("secret".into()),
+                    kind: Some("PKCS12".into()),
+                }),
+                trust_store: Some(crate::tls::Store::new("/etc/warden/ca.pem")),
+                client_auth: crate::tls::ClientAuth::Want,
+                protocol: "TLSv1.2".into(),
+                enabled_protocols: vec!["TLSv1.2".into()],
+                cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into()],
+                reload_cert_files: true,
+                handshake_timeout_ms: 2000,
+                super_user: Some("CN=admin".into()),
             },
             zoo_cfg: None,
             source_text: None,
