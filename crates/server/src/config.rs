@@ -41,6 +41,9 @@ pub struct Config {
     /// Whether quota hard limits refuse writes with QuotaExceeded (ZooKeeper's enforceQuota,
     /// default off). Only the leader's setting counts: it is stamped into each write.
     pub enforce_quota: bool,
+    /// A log append that takes longer than this to become durable is logged and counted in
+    /// `fsync_threshold_exceed_count` (ZooKeeper's fsync.warningthresholdms, default 1000).
+    pub fsync_warning_threshold_ms: u64,
     /// Whether every read is linearizable, as if the client sent `sync` before it (ClickHouse
     /// Keeper's quorum_reads, without writing reads into the log). Off: ZooKeeper's reads.
     pub linearizable_reads: bool,
@@ -60,6 +63,8 @@ pub struct Config {
     pub metrics: Metrics,
     /// SASL authentication, the `sasl` ACL scheme, required authentication.
     pub auth: Auth,
+    /// TLS for clients: the secure port, key and trust stores (docs/security.md).
+    pub tls: crate::tls::Tls,
     /// The zoo.cfg this server was started from, which it keeps up to date with the
     /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
     /// never rewritten.
@@ -211,18 +216,20 @@ impl Auth {
         self.required_schemes.iter().any(|s| s == "sasl")
     }
 
-    fn validate(&self) -> Result<(), InvalidConfig> {
+    /// `x509`: whether clients may authenticate with certificates (TLS with client auth).
+    fn validate(&self, x509: bool) -> Result<(), InvalidConfig> {
         // As ZooKeeper's AuthenticationHelper: a required scheme must have a provider.
         for scheme in &self.required_schemes {
             let available = match scheme.as_str() {
                 "digest" | "ip" => true,
                 "sasl" => self.sasl_scheme,
+                "x509" => x509,
                 _ => false,
             };
             if !available {
                 return Err(InvalidConfig(format!(
                     "auth required_schemes names {scheme:?}, which is not available (digest, \
-                     ip, and sasl with sasl_scheme = true)"
+                     ip, sasl with sasl_scheme = true, x509 with TLS and client certificates)"
                 )));
             }
         }
@@ -464,6 +471,7 @@ impl Default for Config {
             super_digest: None,
             extended_types_enabled: true,
             enforce_quota: false,
+            fsync_warning_threshold_ms: 1000,
             linearizable_reads: false,
             limits: Limits::default(),
             snapshots: Snapshots::default(),
@@ -473,6 +481,7 @@ impl Default for Config {
             admin: Admin::default(),
             metrics: Metrics::default(),
             auth: Auth::default(),
+            tls: crate::tls::Tls::default(),
             zoo_cfg: None,
             source_text: None,
         }
@@ -609,7 +618,8 @@ impl Config {
         self.containers.validate()?;
         self.admin.validate()?;
         self.metrics.validate()?;
-        self.auth.validate()?;
+        self.auth.validate(self.tls.x509_available())?;
+        self.tls.validate()?;
         self.cluster.validate()
     }
 
@@ -896,6 +906,7 @@ mod tests {
             super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
             extended_types_enabled: false,
             enforce_quota: true,
+            fsync_warning_threshold_ms: 250,
             linearizable_reads: false,
             limits: Limits {
                 frame_bytes_max: 4 << 20,
@@ -966,6 +977,24 @@ mod tests {
                 jaas_section: "WardenServer".into(),
                 sasl_super_users: vec!["admin".into()],
                 required_schemes: vec!["sasl".into()],
+            },
+            tls: crate::tls::Tls {
+                secure_client_listen: Some(HostPort::new("0.0.0.0", 2281)),
+                port_unification: true,
+                client_listen_tls_only: false,
+                key_store: Some(crate::tls::Store {
+                    location: "/etc/warden/server.p12".into(),
+                    password: Some("secret".into()),
+                    kind: Some("PKCS12".into()),
+                }),
+                trust_store: Some(crate::tls::Store::new("/etc/warden/ca.pem")),
+                client_auth: crate::tls::ClientAuth::Want,
+                protocol: "TLSv1.2".into(),
+                enabled_protocols: vec!["TLSv1.2".into()],
+                cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into()],
+                reload_cert_files: true,
+                handshake_timeout_ms: 2000,
+                super_user: Some("CN=admin".into()),
             },
             zoo_cfg: None,
             source_text: None,

@@ -12,8 +12,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
 use warden_proto::frame::{self, FRAME_PREFIX_BYTES};
 use warden_proto::{
@@ -31,6 +29,7 @@ use crate::outbound::{self, Out, OutboundQueue};
 use crate::replica::{Local, Resume, Wakers};
 use crate::server::Context;
 use crate::stats::ServerStats;
+use crate::tls::{self, ClientRead, ClientStream, ClientWrite};
 use crate::writes::Target;
 
 /// Bytes asked of the socket per read.
@@ -93,7 +92,7 @@ enum Closed {
 /// Reads whole frames off the socket, never buffering more than one frame's worth past the
 /// size limit.
 struct FrameReader {
-    socket: OwnedReadHalf,
+    socket: ClientRead,
     buf: Vec<u8>,
     start: usize,
     frame_bytes_max: usize,
@@ -145,7 +144,7 @@ impl FrameReader {
 }
 
 /// Sends what the replica queues for this client, gathering small frames into larger writes.
-async fn write_loop(mut socket: OwnedWriteHalf, mut queue: OutboundQueue) {
+async fn write_loop(mut socket: ClientWrite, mut queue: OutboundQueue) {
     let mut buf = Vec::with_capacity(WRITE_BATCH_BYTES);
     'outer: while let Some(first) = queue.recv().await {
         let mut item = Some(first);
@@ -196,8 +195,8 @@ fn reads_state(request: &Request) -> bool {
     )
 }
 
-/// Whether a write names a `sasl` id in an ACL it sets.
-fn names_sasl_acl(request: &Request) -> bool {
+/// Whether a write names an id of `scheme` in an ACL it sets.
+fn names_acl_scheme(request: &Request, scheme: &str) -> bool {
     let acl = match request {
         Request::Create(r)
         | Request::Create2(r)
@@ -205,17 +204,16 @@ fn names_sasl_acl(request: &Request) -> bool {
         | Request::CreateIfNotExists(r) => &r.acl,
         Request::CreateTtl(r) => &r.acl,
         Request::SetAcl(r) => &r.acl,
-        Request::Multi(ops) => return ops.iter().any(names_sasl_acl),
+        Request::Multi(ops) => return ops.iter().any(|op| names_acl_scheme(op, scheme)),
         _ => return false,
     };
-    acl.iter().any(|a| a.id.scheme == "sasl")
+    acl.iter().any(|a| a.id.scheme == scheme)
 }
 
-/// Serves one accepted connection to its end.
-pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+/// Serves one accepted connection, plain or TLS (`tls`), to its end.
+pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
     let connection = ctx.next_connection_id();
-    let (read, write) = stream.into_split();
+    let ClientStream { read, write, tls } = stream;
     let mut reader = FrameReader {
         socket: read,
         buf: Vec::new(),
@@ -228,6 +226,14 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         Ok(prefix) => {
             if let Some(word) = frame::four_letter_word(&prefix) {
                 admin::answer(&ctx, word, reader.socket, write, peer).await;
+                return;
+            }
+            if tls.is_none() && tls::looks_like_tls(&prefix) {
+                tracing::warn!(
+                    %peer,
+                    "closing connection: a TLS handshake on the plain client port (TLS \
+                     clients connect to secureClientPort, or set client.portUnification=true)"
+                );
                 return;
             }
         }
@@ -249,7 +255,11 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         write_loop(write, queue).await;
         drop(writer_done_tx);
     });
-    let auth: Arc<[Id]> = Arc::from(vec![Id::new("ip", peer.ip().to_string())]);
+    let mut ids = vec![Id::new("ip", peer.ip().to_string())];
+    if let Some(subject) = tls.as_ref().and_then(|t| t.subject.as_ref()) {
+        ids.extend(x509_ids(&ctx, subject));
+    }
+    let auth: Arc<[Id]> = Arc::from(ids);
     let wakers = ctx
         .replica()
         .connect(connection, out.clone(), peer, auth.clone(), read_only);
@@ -284,6 +294,18 @@ pub async fn serve(ctx: Arc<Context>, stream: TcpStream, peer: SocketAddr) {
         Ok(()) => {}
     }
     out.close();
+}
+
+/// The ids a client certificate's subject gives (ZooKeeper's `X509AuthenticationProvider`):
+/// `super:<subject>` for the configured super user (any `super` id passes every ACL), then
+/// `x509:<subject>`.
+fn x509_ids(ctx: &Context, subject: &str) -> Vec<Id> {
+    let mut ids = Vec::new();
+    if ctx.config.tls.super_user.as_deref() == Some(subject) {
+        ids.push(Id::new("super", subject.to_owned()));
+    }
+    ids.push(Id::new("x509", subject.to_owned()));
+    ids
 }
 
 /// The session side of one connection.
@@ -649,11 +671,14 @@ impl Session {
             }
             request
                 if request.is_write()
-                    && !self.ctx.config.auth.sasl_scheme
-                    && names_sasl_acl(&request) =>
+                    && ((!self.ctx.config.auth.sasl_scheme
+                        && names_acl_scheme(&request, "sasl"))
+                        || (!self.ctx.config.tls.x509_available()
+                            && names_acl_scheme(&request, "x509"))) =>
             {
-                // The state machine takes sasl ids; a server without ZooKeeper's SASL
-                // provider refuses them, as ZooKeeper's fixupACL does.
+                // The state machine takes sasl and x509 ids; a server without ZooKeeper's
+                // SASL provider, or without client certificates, refuses them, as
+                // ZooKeeper's fixupACL does.
                 self.local(header.xid, request, received, Some(ErrorCode::INVALID_ACL));
                 Ok(())
             }

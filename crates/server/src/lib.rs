@@ -15,6 +15,8 @@
 //!   it from followers; closing clients when not serving), shutdown.
 //! - [`connection`]: one client connection: handshake, request dispatch, bad-input handling.
 //! - [`auth`]: SASL DIGEST-MD5 and the JAAS file its users come from.
+//! - [`tls`]: TLS for clients: the secure port, port unification, key and trust stores, the
+//!   `x509` identity, stores reloaded when their files change.
 //! - [`replica`]: the state, this server's watches and clients; apply, reads, ordering.
 //! - [`writes`]: one connection's writes on their way into the log, handed to the next leader
 //!   when a change of leader lost them.
@@ -41,6 +43,7 @@ pub mod replica;
 pub mod server;
 pub mod sessions;
 pub mod stats;
+pub mod tls;
 pub mod writes;
 pub mod zoo_cfg;
 

@@ -90,6 +90,15 @@ impl Client {
     }
 }
 
+/// Gives up a connection's writes not yet applied and closes it (ConnectionLoss for its
+/// client, who cannot know their fate).
+fn abandon(client: &mut Client, outstanding: &mut Outstanding) {
+    let lost = client.writes.abandon();
+    outstanding.down(lost as usize);
+    client.handshake = None;
+    client.out.close();
+}
+
 /// What wakes a connection's task.
 pub struct Wakers {
     /// The client's outstanding requests went down.
@@ -408,7 +417,8 @@ impl Replica {
                 return;
             }
             client.writes.doubt(now);
-            if client.writes.settle(applied_term) > 0 {
+            client.writes.settle(applied_term);
+            if client.writes.ready() {
                 client.handoff.notify_one();
             }
         }
@@ -423,10 +433,7 @@ impl Replica {
                 session = format_args!("{:#x}", client.session_id),
                 "closing a connection whose write could not be sent: {why}"
             );
-            let lost = client.writes.abandon();
-            self.outstanding.down(lost as usize);
-            client.handshake = None;
-            client.out.close();
+            abandon(client, &mut self.outstanding);
         }
     }
 
@@ -440,10 +447,7 @@ impl Replica {
                     session = format_args!("{:#x}", client.session_id),
                     "closing a connection whose writes stayed in doubt for {bound:?}"
                 );
-                let lost = client.writes.abandon();
-                self.outstanding.down(lost as usize);
-                client.handshake = None;
-                client.out.close();
+                abandon(client, &mut self.outstanding);
             }
         }
     }
@@ -466,6 +470,8 @@ impl Replica {
                     term,
                     "writes the old leader did not commit go to the new one"
                 );
+            }
+            if client.writes.ready() {
                 client.handoff.notify_one();
             }
         }
@@ -1049,6 +1055,10 @@ impl Replica {
         match client.writes.applied(seq) {
             writes::Applied::InOrder => {
                 self.outstanding.down(1);
+                if client.writes.ready() {
+                    // Held behind the writes in flight, which are all in now.
+                    client.handoff.notify_one();
+                }
                 true
             }
             writes::Applied::OutOfOrder { expected } => {
@@ -1058,10 +1068,7 @@ impl Replica {
                     applied = seq,
                     "a write of this connection was lost; closing it"
                 );
-                let lost = client.writes.abandon();
-                self.outstanding.down(lost as usize);
-                client.handshake = None;
-                client.out.close();
+                abandon(client, &mut self.outstanding);
                 false
             }
             writes::Applied::Stale => false,

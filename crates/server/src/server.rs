@@ -4,7 +4,7 @@
 //! TTL nodes on the leader, reporting sessions to the leader on a follower, and closing
 //! client connections when the server stops serving or its leader changes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,6 +23,7 @@ use crate::connection;
 use crate::consensus::{self, ClusterId, Consensus, Identity, MemberAddr, Proposal};
 use crate::replica::{Replica, now_ms};
 use crate::stats::{ServerStats, Summary};
+use crate::tls;
 use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
 /// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
@@ -46,6 +47,16 @@ pub struct Context {
     /// Elections and leadership, as this server saw them.
     pub leadership: Leadership,
     pub client_addr: SocketAddr,
+    /// Where TLS clients connect, if there is a secure client port.
+    pub secure_client_addr: Option<SocketAddr>,
+    /// TLS for clients, when configured.
+    tls: Option<Arc<tls::Acceptor>>,
+    /// The peers of the connections on the secure port (`secure_connections` of the admin
+    /// `connections` command).
+    pub secure_peers: Mutex<HashSet<SocketAddr>>,
+    /// Client connections without TLS from other hosts and from this one, while TLS is
+    /// configured (ZooKeeper's non_mtls_remote_conn_count / non_mtls_local_conn_count).
+    pub plain_connections: PlainConnections,
     /// Where the admin HTTP server listens, if it runs.
     pub admin_addr: Option<SocketAddr>,
     /// Where `/metrics` is served, if it is.
@@ -79,6 +90,14 @@ impl Leadership {
             .expect("leading_since lock poisoned")
             .map(|since| since.elapsed())
     }
+}
+
+/// Client connections made without TLS while TLS is configured, as ZooKeeper's Netty
+/// connection factory (the one TLS needs) counts them; kept since the start.
+#[derive(Debug, Default)]
+pub struct PlainConnections {
+    pub remote: AtomicU64,
+    pub local: AtomicU64,
 }
 
 /// Open client connections, for the limits.
@@ -201,6 +220,13 @@ pub enum StartError {
     Consensus(#[from] consensus::StartError),
     #[error(transparent)]
     Jaas(#[from] auth::jaas::JaasError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot listen for TLS clients on {addr}: {source}")]
+    ListenSecure {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot keep data in {dir}: {why}")]
     DataDir { dir: String, why: String },
     #[error("cannot listen for clients on {addr}: {source}")]
@@ -230,6 +256,9 @@ pub enum StartError {
 /// users, which it returns. It changes nothing, so `warden server --check-config` runs it
 /// alone.
 pub fn preflight(config: &Config) -> Result<Option<auth::jaas::Users>, StartError> {
+    if config.tls.enabled() {
+        tls::Acceptor::new(&config.tls)?;
+    }
     for dir in [config.data_dir.as_path(), config.resolved_log_dir()] {
         check_dir(dir).map_err(|why| StartError::DataDir {
             dir: dir.display().to_string(),
@@ -309,6 +338,27 @@ impl Server {
             addr: listen.to_string(),
             source,
         })?;
+        let secure_listener = match &config.tls.secure_client_listen {
+            Some(listen) => Some(
+                TcpListener::bind((listen.host.as_str(), listen.port))
+                    .await
+                    .map_err(|source| StartError::ListenSecure {
+                        addr: listen.to_string(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let secure_client_addr = match &secure_listener {
+            Some(l) => l.local_addr().ok(),
+            // A TLS-only server's client port is its secure port.
+            None => config.tls.client_listen_tls_only.then_some(client_addr),
+        };
+        let tls = if config.tls.enabled() {
+            Some(Arc::new(tls::Acceptor::new(&config.tls)?))
+        } else {
+            None
+        };
         let admin_listener =
             admin::http::bind(&config.admin)
                 .await
@@ -375,6 +425,7 @@ impl Server {
                 snapshots_retained_count: config.purge.snapshots_retained_count,
                 tick_time_ms: config.tick_time_ms,
                 flush_wait: LOG_FLUSH_WAIT,
+                fsync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
                 snapshot_bytes_max: config.cluster.snapshot_bytes_max,
                 enforce_quota: config.enforce_quota,
             },
@@ -411,6 +462,10 @@ impl Server {
             stats,
             leadership: Leadership::default(),
             client_addr,
+            secure_client_addr,
+            tls: tls.clone(),
+            secure_peers: Mutex::new(HashSet::new()),
+            plain_connections: PlainConnections::default(),
             admin_addr,
             metrics_addr,
             sasl_users,
@@ -418,11 +473,27 @@ impl Server {
             reconfiguring: AtomicBool::new(false),
             stopping: tokio::sync::watch::Sender::new(false),
         });
+        let client_port = if ctx.config.tls.client_listen_tls_only {
+            Port::Secure
+        } else {
+            Port::Plain
+        };
         let mut tasks = vec![
-            tokio::spawn(accept_loop(ctx.clone(), listener)),
+            tokio::spawn(accept_loop(ctx.clone(), listener, client_port)),
             tokio::spawn(expire_sessions(ctx.clone())),
             tokio::spawn(clean_containers(ctx.clone())),
         ];
+        if let Some(secure_listener) = secure_listener {
+            tasks.push(tokio::spawn(accept_loop(
+                ctx.clone(),
+                secure_listener,
+                Port::Secure,
+            )));
+            tracing::info!(?secure_client_addr, "serving ZooKeeper clients over TLS");
+        }
+        if let Some(tls) = tls {
+            tasks.push(tokio::spawn(tls.reload_on_change()));
+        }
         if let Some(admin_listener) = admin_listener {
             tasks.push(tokio::spawn(admin::http::serve(
                 ctx.clone(),
@@ -447,13 +518,24 @@ impl Server {
                 "listening for the other servers; serving clients once a leader is known"
             );
         }
-        tracing::info!(%client_addr, node_id, "serving ZooKeeper clients");
+        tracing::info!(
+            %client_addr,
+            node_id,
+            tls_only = ctx.config.tls.client_listen_tls_only,
+            "serving ZooKeeper clients"
+        );
         Ok(Server { ctx, tasks })
     }
 
     /// Where clients connect (the port is the real one when the config asked for port 0).
     pub fn client_addr(&self) -> SocketAddr {
         self.ctx.client_addr
+    }
+
+    /// Where TLS clients connect, if there is a secure client port (the real port when the
+    /// config asked for port 0).
+    pub fn secure_client_addr(&self) -> Option<SocketAddr> {
+        self.ctx.secure_client_addr
     }
 
     /// Where the admin HTTP server listens, if it runs.
@@ -506,7 +588,16 @@ pub async fn accept(listener: &TcpListener, what: &str) -> (TcpStream, SocketAdd
     }
 }
 
-async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
+/// Which client port a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// clientPort: plain, or either with port unification.
+    Plain,
+    /// secureClientPort: TLS only.
+    Secure,
+}
+
+async fn accept_loop(ctx: Arc<Context>, listener: TcpListener, port: Port) {
     loop {
         let (stream, peer) = accept(&listener, "a client").await;
         ctx.stats
@@ -521,10 +612,51 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener) {
         }
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            ctx.until_stopped(connection::serve(ctx.clone(), stream, peer))
+            ctx.until_stopped(serve_client(&ctx, stream, peer, port))
                 .await;
             ctx.release(peer.ip());
         });
+    }
+}
+
+/// Takes a client connection through TLS where its port asks for it, then serves it.
+async fn serve_client(ctx: &Arc<Context>, stream: TcpStream, peer: SocketAddr, port: Port) {
+    let _ = stream.set_nodelay(true);
+    let stream = match (&ctx.tls, port) {
+        (Some(tls), Port::Secure) => tls.secure(stream, peer).await,
+        (Some(tls), Port::Plain) if ctx.config.tls.port_unification => {
+            tls.unified(stream, peer).await
+        }
+        _ => Some(tls::ClientStream::plain(stream)),
+    };
+    let Some(stream) = stream else {
+        return;
+    };
+    match &stream.tls {
+        Some(_) if port == Port::Secure => {
+            ctx.secure_peers
+                .lock()
+                .expect("secure_peers lock poisoned")
+                .insert(peer);
+        }
+        Some(_) => {}
+        None if ctx.tls.is_some() => {
+            let plain = &ctx.plain_connections;
+            let counter = if peer.ip().is_loopback() {
+                &plain.local
+            } else {
+                &plain.remote
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        None => {}
+    }
+    connection::serve(ctx.clone(), stream, peer).await;
+    if port == Port::Secure {
+        ctx.secure_peers
+            .lock()
+            .expect("secure_peers lock poisoned")
+            .remove(&peer);
     }
 }
 

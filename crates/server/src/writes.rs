@@ -91,10 +91,10 @@ impl Writes {
     }
 
     /// The writes to hand to `target` now, in order: those not handed yet, unless writes in
-    /// flight went to another leader or term (then everything waits until their fate is
-    /// known: a write handed to `target` could overtake them).
+    /// flight went to another leader or term, or are in doubt (then everything waits until
+    /// their fate is known: a write handed to `target` could overtake them).
     pub fn take_for(&mut self, target: Target) -> Vec<Proposal> {
-        if self.in_flight() && self.target != Some(target) {
+        if self.in_flight() && (self.target != Some(target) || self.in_doubt_since.is_some()) {
             return Vec::new();
         }
         let from = (self.handed - self.applied) as usize;
@@ -109,6 +109,11 @@ impl Writes {
     /// Whether some writes wait to be handed to a leader.
     pub fn waiting(&self) -> bool {
         self.numbered > self.handed
+    }
+
+    /// Whether writes wait and nothing holds them back any more: nothing is in flight.
+    pub fn ready(&self) -> bool {
+        self.waiting() && !self.in_flight()
     }
 
     /// A write of this connection's was applied.
@@ -239,6 +244,36 @@ mod tests {
         assert_eq!(seqs(&w.take_for(NEW)), [2, 3], "handed again, in order");
         assert_eq!(w.applied(2), Applied::InOrder);
         assert_eq!(w.applied(3), Applied::InOrder);
+    }
+
+    #[test]
+    fn writes_held_behind_others_are_ready_once_those_are_applied() {
+        let mut w = Writes::default();
+        write(&mut w);
+        w.take_for(OLD);
+        write(&mut w);
+        assert!(w.take_for(NEW).is_empty());
+        assert!(!w.ready());
+        // The new leader committed the old one: nothing is lost, the held one may go.
+        assert_eq!(w.applied(1), Applied::InOrder);
+        assert_eq!(w.settle(NEW.term), 0);
+        assert!(w.ready());
+        assert_eq!(seqs(&w.take_for(NEW)), [2]);
+    }
+
+    #[test]
+    fn writes_wait_behind_writes_in_doubt_even_to_the_same_leader() {
+        let mut w = Writes::default();
+        write(&mut w);
+        w.take_for(OLD);
+        w.doubt(Instant::now());
+        write(&mut w);
+        assert!(
+            w.take_for(OLD).is_empty(),
+            "its channel broke: 1 may be lost"
+        );
+        assert_eq!(w.applied(1), Applied::InOrder);
+        assert_eq!(seqs(&w.take_for(OLD)), [2]);
     }
 
     #[test]

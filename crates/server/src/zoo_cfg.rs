@@ -32,6 +32,7 @@
 
 pub mod dynamic;
 mod properties;
+mod tls;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -184,6 +185,8 @@ struct Reader<'a> {
     require_sasl: bool,
     /// `superUser.N` values by key, so that a key set twice counts once.
     sasl_super_users: std::collections::BTreeMap<String, String>,
+    /// secureClientPort, secureClientPortAddress and the stores' keys.
+    tls: tls::TlsKeys,
 }
 
 impl<'a> Reader<'a> {
@@ -219,6 +222,7 @@ impl<'a> Reader<'a> {
             enforce_auth_schemes: Vec::new(),
             require_sasl: false,
             sasl_super_users: Default::default(),
+            tls: Default::default(),
         }
     }
 
@@ -349,7 +353,7 @@ impl<'a> Reader<'a> {
                 self.unsupported_if_true(p, "local sessions; every session is global")?;
             }
             "sslQuorum" | "portUnification" => {
-                self.unsupported_if_true(p, "TLS; servers and clients talk in plain TCP")?;
+                self.unsupported_if_true(p, "TLS between servers; servers talk in plain TCP")?;
             }
             "quorum.auth.enableSasl"
             | "quorum.auth.serverRequireSasl"
@@ -362,9 +366,7 @@ impl<'a> Reader<'a> {
             "quorumListenOnAllIPs" => {
                 self.unsupported_if_true(p, "listening for peers on every address")?;
             }
-            "secureClientPort" | "secureClientPortAddress" => {
-                self.unsupported(p, "TLS; there is no secure client port, only clientPort");
-            }
+            _ if self.tls_key(key, p)? => {}
             "oraclePath" => self.unsupported(p, "a quorum oracle for two-server ensembles"),
             "metricsProvider.className" => self.metrics_provider(p),
             "metricsProvider.httpHost" => self.metrics_host = Some(self.host(p)?),
@@ -411,6 +413,9 @@ impl<'a> Reader<'a> {
             }
             "extendedTypesEnabled" => self.config.extended_types_enabled = self.boolean(p)?,
             "enforceQuota" => self.config.enforce_quota = self.boolean(p)?,
+            "fsync.warningthresholdms" => {
+                self.config.fsync_warning_threshold_ms = self.int(p, 0, i64::MAX)? as u64
+            }
             // Warden's own: ZooKeeper has no such setting.
             "linearizableReads" => self.config.linearizable_reads = self.boolean(p)?,
             "emulate353TTLNodes" => {
@@ -515,10 +520,15 @@ impl<'a> Reader<'a> {
                     self.config.auth.sasl_scheme = true;
                 } else if !p.value.ends_with(".DigestAuthenticationProvider")
                     && !p.value.ends_with(".IPAuthenticationProvider")
+                    && !p.value.ends_with(".X509AuthenticationProvider")
                 {
-                    self.unsupported(p, "authentication schemes other than digest, ip and sasl");
+                    self.unsupported(
+                        p,
+                        "authentication schemes other than digest, ip, sasl and x509",
+                    );
                 }
             }
+            _ if self.tls_property(name, p)? => {}
             _ if is_zookeeper_tuning(name) => {}
             _ => self.warn(p, WarningKind::UnknownKey),
         }
@@ -537,6 +547,7 @@ impl<'a> Reader<'a> {
         self.resolve_endpoints();
         self.resolve_four_letter_words();
         self.resolve_auth()?;
+        self.resolve_tls()?;
         self.config.zoo_cfg = Some(ZooCfgFiles {
             path: self.path.to_path_buf(),
             dynamic_version: self.dynamic_version,
@@ -694,6 +705,8 @@ impl<'a> Reader<'a> {
                     address.line
                 )));
             }
+            // A TLS-only server: its one client port is the secure one (`resolve_tls`).
+            (None, None) if self.tls_only() => return Ok(()),
             (None, None) => {
                 return Err(self.invalid(
                     "clientPort is not set, and no server.N line gives this server a client \
@@ -1020,7 +1033,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "preAllocSize",
         "snapSizeLimitInKb",
         "txnLogSizeLimitInKb",
-        "fsync.warningthresholdms",
         "commitLogCount",
         "maxResponseCacheSize",
         "maxGetChildrenResponseCacheSize",
@@ -1045,11 +1057,11 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "largeRequestThreshold",
         "throttledOpWaitTime",
         "jute.maxbuffer.extrasize",
-        "X509AuthenticationProvider.superUser",
     ];
     const PREFIXES: &[&str] = &[
         "admin.",
-        "ssl.",
+        // Quorum TLS: sslQuorum=true is warned about; without it these do nothing.
+        "ssl.quorum.",
         "nio.",
         "netty.",
         "kerberos.",

@@ -187,11 +187,24 @@ pub fn fixup(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
             // Servers without ZooKeeper's SASL provider refuse sasl ids before they get here
             // (`connection`), as a ZooKeeper without it does.
             "sasl" if sasl_id_is_valid(&a.id.id) => out.push(a.clone()),
+            // Likewise x509 ids on servers without TLS client certificates. ZooKeeper's
+            // provider takes what `new X500Principal(id)` parses: attribute=value pairs.
+            "x509" if x509_id_is_valid(&a.id.id) => out.push(a.clone()),
             "ip" if parse_cidr(&a.id.id).is_some() => out.push(a.clone()),
             _ => return Err(InvalidAcl),
         }
     }
     Ok(out)
+}
+
+/// A distinguished name as the x509 scheme writes it (`CN=client,O=org`): RDNs of
+/// `attribute=value`, none empty.
+fn x509_id_is_valid(id: &str) -> bool {
+    !id.is_empty()
+        && id.split(',').all(|rdn| {
+            rdn.split_once('=')
+                .is_some_and(|(k, _)| !k.trim().is_empty())
+        })
 }
 
 /// `DigestAuthenticationProvider.isValid`: Java's `split(":")` yields exactly two parts
@@ -481,6 +494,14 @@ mod tests {
             assert_eq!(fixup(&[acl(31, "ip", bad)], &[]), Err(InvalidAcl), "{bad}");
         }
         assert_eq!(fixup(&[acl(31, "unknown", "x")], &[]), Err(InvalidAcl));
+        assert!(fixup(&[acl(31, "x509", "CN=client,O=Warden")], &[]).is_ok());
+        for bad in ["", "client", "CN=a,,O=b", "=x"] {
+            assert_eq!(
+                fixup(&[acl(31, "x509", bad)], &[]),
+                Err(InvalidAcl),
+                "{bad}"
+            );
+        }
         let twice = [acl(1, "world", "anyone"), acl(1, "world", "anyone")];
         assert_eq!(fixup(&twice, &[]).unwrap().len(), 1);
     }

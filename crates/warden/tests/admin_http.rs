@@ -270,6 +270,29 @@ async fn unknown_commands_auth_and_the_links_page() {
     assert_eq!(admin(&warden, "/commands/").body, page.body);
 }
 
+/// fsync.warningthresholdms=0 makes every append a slow one: each is counted (and logged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_slower_than_the_fsync_warning_threshold_are_counted() {
+    let quick = Warden::start("");
+    let slow = Warden::start("fsync.warningthresholdms=0\n");
+    for warden in [&quick, &slow] {
+        let zk = client(warden).await;
+        for i in 0..5 {
+            zk.create(&format!("/f{i}"), b"", &persistent())
+                .await
+                .unwrap();
+        }
+    }
+    let count = |w: &Warden| number(&command(w, "srvr").body, "fsync_threshold_exceed_count");
+    assert_eq!(count(&quick), 0, "no append takes a second here");
+    assert!(count(&slow) >= 5, "{}", command(&slow, "srvr").body);
+    let log = std::fs::read_to_string(slow.log_path()).unwrap();
+    assert!(
+        log.contains("fsync-ing the log took longer than fsync.warningthresholdms"),
+        "{log}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn last_snapshot_names_the_newest_snapshots_zxid() {
     let warden = Warden::start("snapCount=2\n");

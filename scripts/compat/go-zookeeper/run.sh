@@ -83,7 +83,7 @@ if [[ "$(grep -cF "$needle" "$harness")" != 1 ]]; then
   exit 1
 fi
 sed -i 's/_, ok := FLWSrvr(serverAddrs, time.Second)/ok := compatSrvrOK(serverAddrs, time.Second)/' "$harness"
-cp "$HERE/compat_srvr_test.go" "$SRC/"
+cp "$HERE/compat_srvr_test.go" "$HERE/compat_tls_test.go" "$SRC/"
 
 if [[ "$COMPAT_SERVER" == zookeeper ]]; then
   "$REPO/scripts/zookeeper/install.sh" >/dev/null

@@ -66,13 +66,8 @@ SKIPS = {
 
 # Features Warden does not have yet. Skipped only when the server under test is Warden (the
 # ZooKeeper reference run executes and passes them); each is a known gap, listed in
-# README.md, not a difference of behaviour.
-WARDEN_GAPS = {
-    "test_client.py::TestSSLClient::": (
-        "not in Warden yet: TLS on a secureClientPort (kazoo's harness also hands the server "
-        "JKS keystores, a JVM format)"
-    ),
-}
+# README.md, not a difference of behaviour. Empty since Warden has TLS (TestSSLClient).
+WARDEN_GAPS = {}
 
 # ---------------------------------------------------------------------------------------------
 # Server management
@@ -268,14 +263,11 @@ class CompatServer(object):
                 self.stop()
                 raise RuntimeError("server did not listen on %s within 60 s" % self.address)
             time.sleep(0.1)
-        if self.kind == "zookeeper":
-            # ZooKeeper opens its TLS port just after the plain one; TestSSLClient connects to
-            # it at once. (Warden does not claim TLS; no wait for it.)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not _accepts(
-                self.host, self.secure_client_port
-            ):
-                time.sleep(0.1)
+        # The TLS port may open just after the plain one (ZooKeeper's does); TestSSLClient
+        # connects to it at once.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _accepts(self.host, self.secure_client_port):
+            time.sleep(0.1)
 
     def stop(self):
         """SIGTERM, then SIGKILL after 10 s (compat_stop). On-disk state is kept."""

@@ -19,9 +19,11 @@
 #                     its path (it is also kept when a check failed)
 #   CLI_MT            path of cli_mt (default: from the zookeeper-bin package, installed if missing)
 #   ZK_HEAP           heap of the reference ZooKeeper (default here 256m)
-#   ZKCLI_SECTIONS    which parts run (default "single sasl cluster"): `single` is the one-server
-#                     sessions of both clients, `sasl` zkCli with a JAAS Client section
-#                     (DIGEST-MD5) and `sasl:` ACLs, `cluster` zkCli's config and reconfig
+#   ZKCLI_SECTIONS    which parts run (default "single sasl tls cluster"): `single` is the
+#                     one-server sessions of both clients, `sasl` zkCli with a JAAS Client section
+#                     (DIGEST-MD5) and `sasl:` ACLs, `tls` zkCli over TLS
+#                     (zookeeper.client.secure=true, PKCS#12 and JKS stores made with openssl
+#                     and keytool) with `x509:` ACLs, `cluster` zkCli's config and reconfig
 #                     against a 3-server ensemble of the server under test (plus a spare to add)
 #
 # Prints `ok - ...` / `not ok - ...` per check and `# ...` comments; the last line is always
@@ -287,7 +289,7 @@ else
   not_ok "cli_mt: C client shell installed (Debian package zookeeper-bin)"
 fi
 
-SECTIONS=" ${ZKCLI_SECTIONS:-single sasl cluster} "
+SECTIONS=" ${ZKCLI_SECTIONS:-single sasl tls cluster} "
 section() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
 # still_running WHAT LOG: the server under test is still up; if not, the tail of its log.
@@ -1031,6 +1033,92 @@ sasl_section() {
   compat_stop || true
 }
 
+# ================================================================================================
+# tls: zkCli over TLS, as ZooKeeper's admin guide configures it: the server's secureClientPort
+# with a PKCS#12 key store and a JKS trust store (both ZooKeeper's own formats: keytool makes
+# them), the client with zookeeper.client.secure=true, the Netty socket and a PKCS#12 key store
+# of its own certificate; its x509 id (the certificate's subject) in an ACL.
+# ================================================================================================
+tls_section() {
+  local dir="$ZKCLI_DIR/tls" port sport shp name pw=tlspassword
+  mkdir -p "$dir/data"
+  port="$(free_port)"
+  sport="$(free_port)"
+  shp="127.0.0.1:$sport"
+  (
+    cd "$dir" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=zkcli CA"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+    for name in server zkcli other; do
+      openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "/CN=$name"
+      ext=()
+      [[ "$name" == server ]] && ext=(-extfile server.ext)
+      openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$name.pem" \
+        -days 2 "${ext[@]}"
+      openssl pkcs12 -export -inkey "$name.key" -in "$name.pem" -out "$name.p12" -passout "pass:$pw"
+    done
+    keytool -importcert -noprompt -alias ca -file ca.pem -keystore trust.jks -storetype JKS \
+      -storepass "$pw"
+  ) >"$dir/certs.log" 2>&1 || { not_ok "TLS certificates and stores made with openssl and keytool"; comment <"$dir/certs.log"; return 0; }
+  printf '%s\n' tickTime=2000 "dataDir=$dir/data" "clientPort=$port" clientPortAddress=127.0.0.1 \
+    "secureClientPort=$sport" secureClientPortAddress=127.0.0.1 \
+    serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory \
+    authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider \
+    "ssl.keyStore.location=$dir/server.p12" "ssl.keyStore.password=$pw" \
+    "ssl.trustStore.location=$dir/trust.jks" "ssl.trustStore.password=$pw" \
+    '4lw.commands.whitelist=*' >"$dir/zoo.cfg"
+  if compat_start "$dir/zoo.cfg" "$dir/server.log" 2>"$dir/start.err"; then
+    echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+    ok "$COMPAT_SERVER with a secure client port listens on 127.0.0.1:$port"
+  else
+    [[ -n "$COMPAT_PID" ]] && echo "$COMPAT_PID" >>"$ZKCLI_DIR/pids"
+    not_ok "$COMPAT_SERVER with a secure client port listens on 127.0.0.1:$port"
+    comment <"$dir/start.err"
+    return 0
+  fi
+  # The secure port opens just after the plain one.
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$sport") 2>/dev/null && break
+    sleep 0.1
+  done
+  local saved=("${JAVA_CLI[@]}")
+  # tls_shot CERT|plain ARGS...: a one-shot zkCli over TLS showing CERT's certificate (plain:
+  # no TLS, on the plain port).
+  tls_shot() {
+    local cert=$1
+    shift
+    JAVA_CLI=(java)
+    if [[ "$cert" != plain ]]; then
+      JAVA_CLI+=(-Dzookeeper.client.secure=true
+        -Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty
+        "-Dzookeeper.ssl.keyStore.location=$dir/$cert.p12" "-Dzookeeper.ssl.keyStore.password=$pw"
+        "-Dzookeeper.ssl.trustStore.location=$dir/trust.jks" "-Dzookeeper.ssl.trustStore.password=$pw")
+    fi
+    JAVA_CLI+=("${saved[@]:1}")
+    if [[ "$cert" != plain ]]; then
+      JAVA_CLI[${#JAVA_CLI[@]} - 1]="$shp"
+    else
+      JAVA_CLI[${#JAVA_CLI[@]} - 1]="127.0.0.1:$port"
+    fi
+    j_shot "$@"
+  }
+  tls_shot zkcli create /tls-node secret x509:CN=zkcli:cdrwa
+  check "zkCli over TLS (PKCS#12 key store, JKS trust store): create /tls-node with ACL x509:CN=zkcli:cdrwa" line "Created /tls-node"
+  tls_shot zkcli get /tls-node
+  check "zkCli over TLS as CN=zkcli: get /tls-node prints 'secret'" line "secret"
+  tls_shot zkcli getAcl /tls-node
+  check "zkCli getAcl /tls-node: 'x509,'CN=zkcli with cdrwa" eval "line \"'x509,'CN=zkcli\" && line ': cdrwa'"
+  tls_shot zkcli whoami
+  check "zkCli whoami over TLS: 'x509: CN=zkcli'" line "x509: CN=zkcli"
+  tls_shot other get /tls-node
+  check "zkCli over TLS as CN=other: get /tls-node is refused (NoAuth)" line "Insufficient permission : /tls-node"
+  tls_shot plain get /tls-node
+  check "zkCli without TLS on the plain port: get /tls-node is refused (NoAuth)" line "Insufficient permission : /tls-node"
+  JAVA_CLI=("${saved[@]}")
+  still_running "$COMPAT_SERVER with a secure client port" "$dir/server.log"
+  compat_stop || true
+}
+
 if section single && single_server_start; then
   T0=$SECONDS
   if ((JAVA_OK)); then
@@ -1052,6 +1140,12 @@ if section sasl && ((JAVA_OK)); then
   T0=$SECONDS
   sasl_section
   echo "# sasl section took $((SECONDS - T0)) s"
+fi
+
+if section tls && ((JAVA_OK)); then
+  T0=$SECONDS
+  tls_section
+  echo "# tls section took $((SECONDS - T0)) s"
 fi
 
 if section cluster && ((JAVA_OK)); then

@@ -4,6 +4,8 @@
 //! ends with `command` (the primary name) and `error` (null on success). The data comes from
 //! [`super::facts`], as the four-letter words' does.
 
+use std::sync::atomic::Ordering;
+
 use super::ZOOKEEPER_VERSION;
 use super::facts::{self, Metric, last_response_ms, millis_since_epoch, op_name};
 use super::json::{Json, Object, round4};
@@ -168,12 +170,15 @@ fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
         "configuration" => configuration(ctx, &mut o),
         "connection_stat_reset" => reset_connection_stats(ctx),
         "connections" => {
-            let conns = facts::connections(&ctx.replica());
+            let (plain, secure) = by_port(ctx, facts::connections(&ctx.replica()));
             o.put(
                 "connections",
-                conns.iter().map(connection_full).collect::<Vec<_>>(),
+                plain.iter().map(connection_full).collect::<Vec<_>>(),
             )
-            .put("secure_connections", Vec::<Json>::new());
+            .put(
+                "secure_connections",
+                secure.iter().map(connection_full).collect::<Vec<_>>(),
+            );
         }
         "dirs" => {
             let (data, log) = facts::dirs(ctx);
@@ -198,10 +203,8 @@ fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
             o.put("digests", vec![Json::Object(digest)]);
         }
         "initial_configuration" => {
-            o.put(
-                "initial_configuration",
-                ctx.config.source_text.clone().unwrap_or_default(),
-            );
+            let text = ctx.config.source_text.as_deref().unwrap_or_default();
+            o.put("initial_configuration", without_passwords(text));
         }
         "is_read_only" => {
             o.put("read_only", facts::read_only(ctx) == Some(true));
@@ -215,12 +218,15 @@ fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
         "stat_reset" => reset_server_stats(ctx),
         "stats" => {
             server_stats(ctx, &mut o);
-            let conns = facts::connections(&ctx.replica());
+            let (plain, secure) = by_port(ctx, facts::connections(&ctx.replica()));
             o.put(
                 "connections",
-                conns.iter().map(connection_brief).collect::<Vec<_>>(),
+                plain.iter().map(connection_brief).collect::<Vec<_>>(),
             )
-            .put("secure_connections", Vec::<Json>::new());
+            .put(
+                "secure_connections",
+                secure.iter().map(connection_brief).collect::<Vec<_>>(),
+            );
         }
         "voting_view" => voting_view(ctx, &mut o),
         "watch_summary" => {
@@ -295,6 +301,33 @@ fn configuration(ctx: &Context, o: &mut Object) {
 }
 
 /// ZooKeeper's `getConnectionInfo(false)`: the brief fields, then the session's.
+/// The config file's text with what follows every key naming a password (the TLS stores')
+/// replaced by `********`: the admin server shows no credential.
+fn without_passwords(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            // zoo.cfg's `ssl.keyStore.password=...`, the TOML's `password = "..."` (also inline).
+            let at = line.to_ascii_lowercase().find("password");
+            match at.and_then(|at| line[at..].find(['=', ':']).map(|end| at + end)) {
+                Some(end) => format!("{}********", &line[..=end]),
+                None => line.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + if text.ends_with('\n') { "\n" } else { "" }
+}
+
+/// Connections on the client port, and on the secure client port (ZooKeeper lists each
+/// connection factory's apart).
+fn by_port(
+    ctx: &Context,
+    conns: Vec<facts::Connection>,
+) -> (Vec<facts::Connection>, Vec<facts::Connection>) {
+    let secure = ctx.secure_peers.lock().expect("secure_peers lock poisoned");
+    conns.into_iter().partition(|c| !secure.contains(&c.peer))
+}
+
 fn connection_full(c: &facts::Connection) -> Json {
     let Json::Object(mut o) = connection_brief(c) else {
         unreachable!("connection_brief makes an object")
@@ -406,7 +439,7 @@ fn server_stats(ctx: &Context, o: &mut Object) {
     stats
         .put("packets_sent", s.packets_sent)
         .put("packets_received", s.packets_received)
-        .put("fsync_threshold_exceed_count", 0)
+        .put("fsync_threshold_exceed_count", s.fsync_threshold_exceeded)
         .put("client_response_stats", buffer_stats(responses))
         .put("data_dir_size", s.data_dir_bytes)
         .put("log_dir_size", s.log_dir_bytes)
@@ -421,8 +454,14 @@ fn server_stats(ctx: &Context, o: &mut Object) {
         .put("uptime", s.uptime_ms)
         .put("auth_failed_count", s.auth_failed)
         // Sic: Jackson's name for getNonMTLSRemoteConnCount.
-        .put("non_mtlsremote_conn_count", 0)
-        .put("non_mtlslocal_conn_count", 0);
+        .put(
+            "non_mtlsremote_conn_count",
+            ctx.plain_connections.remote.load(Ordering::Relaxed),
+        )
+        .put(
+            "non_mtlslocal_conn_count",
+            ctx.plain_connections.local.load(Ordering::Relaxed),
+        );
     o.put("version", ZOOKEEPER_VERSION)
         .put("read_only", read_only)
         .put("server_stats", stats)

@@ -49,6 +49,8 @@ pub struct Summary {
     pub uptime_ms: u64,
     /// Client authentications refused since the start.
     pub auth_failed: u64,
+    /// Log appends slower to become durable than fsync.warningthresholdms.
+    pub fsync_threshold_exceeded: u64,
     pub data_dir_bytes: u64,
     pub log_dir_bytes: u64,
 }
@@ -72,6 +74,7 @@ pub fn summary(ctx: &Context) -> Summary {
         node_count: r.state().tree().len(),
         uptime_ms: ctx.started.elapsed().as_millis() as u64,
         auth_failed: r.stats.auth_failed.load(Ordering::Relaxed),
+        fsync_threshold_exceeded: status.fsyncs.slow,
         data_dir_bytes: status.snapshot_bytes,
         log_dir_bytes: status.log_bytes,
     }

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use warden_state::system::{self, Feature};
 
@@ -20,8 +19,8 @@ use crate::server::Context;
 pub async fn answer(
     ctx: &Context,
     word: &str,
-    read: OwnedReadHalf,
-    mut write: OwnedWriteHalf,
+    read: crate::tls::ClientRead,
+    mut write: crate::tls::ClientWrite,
     peer: SocketAddr,
 ) {
     let text = if ctx.config.four_letter_word_enabled(word) {
@@ -197,10 +196,11 @@ fn connections(conns: &[facts::Connection]) -> String {
 fn conf(ctx: &Context) -> String {
     let c = facts::conf(ctx);
     format!(
-        "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={}\ndataLogDir={}\n\
+        "clientPort={}\nsecureClientPort={}\ndataDir={}\ndataDirSize={}\ndataLogDir={}\n\
          dataLogSize={}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\n\
          maxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n{}",
         c.client_port,
+        ctx.secure_client_addr.map_or(-1, |a| i32::from(a.port())),
         c.data_dir.display(),
         c.data_dir_bytes,
         c.log_dir.display(),

@@ -100,6 +100,7 @@ mod tests {
                 snapshots_retained_count: 3,
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,
+                fsync_warning: Duration::from_secs(1),
                 snapshot_bytes_max: 1 << 30,
                 enforce_quota: false,
             },

@@ -6,6 +6,7 @@ use std::fmt;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -55,14 +56,60 @@ pub struct LogOwner {
 }
 
 /// Completion of a flush: openraft's append callback (with when the entries were handed
-/// over, for [`LogStore::append_seconds`]), or a oneshot for our own waits.
+/// over, for [`Durability`]), or a oneshot for our own waits.
 pub enum Flushed {
     Append {
         callback: IOFlushed<WardenRaft>,
         appended: Instant,
-        seconds: Histogram,
+        durability: Durability,
     },
     Wait(tokio::sync::oneshot::Sender<io::Result<()>>),
+}
+
+/// How long appends take to become durable: the histogram of it, and the appends slower than
+/// ZooKeeper's fsync.warningthresholdms, counted and logged as ZooKeeper logs a slow fsync.
+#[derive(Clone)]
+pub struct Durability {
+    seconds: Histogram,
+    threshold: Duration,
+    slow: Arc<AtomicU64>,
+    /// When a slow append was last logged (ms since the Unix epoch), to log at most one a second.
+    logged_ms: Arc<AtomicU64>,
+}
+
+impl Durability {
+    fn new(threshold: Duration) -> Durability {
+        Durability {
+            seconds: Histogram::new(append_seconds_buckets()),
+            threshold,
+            slow: Arc::default(),
+            logged_ms: Arc::default(),
+        }
+    }
+
+    fn observe(&self, took: Duration) {
+        self.seconds.observe(took.as_secs_f64());
+        if took <= self.threshold {
+            return;
+        }
+        let slow = self.slow.fetch_add(1, Ordering::Relaxed) + 1;
+        let now_ms = crate::replica::now_ms() as u64;
+        let last = self.logged_ms.load(Ordering::Relaxed);
+        if now_ms.saturating_sub(last) >= 1000
+            && self
+                .logged_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                ms = took.as_millis() as u64,
+                threshold_ms = self.threshold.as_millis() as u64,
+                slow_appends = slow,
+                "fsync-ing the log took longer than fsync.warningthresholdms, which delays \
+                 every write: a slow or overloaded disk"
+            );
+        }
+    }
 }
 
 impl raft_log::Callback for Flushed {
@@ -71,9 +118,9 @@ impl raft_log::Callback for Flushed {
             Flushed::Append {
                 callback,
                 appended,
-                seconds,
+                durability,
             } => {
-                seconds.observe(appended.elapsed().as_secs_f64());
+                durability.observe(appended.elapsed());
                 callback.io_completed(res)
             }
             Flushed::Wait(tx) => {
@@ -110,9 +157,9 @@ impl raft_log::Types for LogTypes {
 #[derive(Clone)]
 pub struct LogStore {
     log: Arc<Mutex<raft_log::RaftLog<LogTypes>>>,
-    /// Seconds from appending entries to their being durable: the group-commit wait, the
-    /// write and the fsync.
-    append_seconds: Histogram,
+    /// From appending entries to their being durable: the group-commit wait, the write and
+    /// the fsync.
+    durability: Durability,
 }
 
 /// The fsyncs of the log's flush thread since the log was opened.
@@ -122,6 +169,8 @@ pub struct Fsyncs {
     pub total_us: u64,
     /// The median fsync, 0 before the first.
     pub median_us: u64,
+    /// Appends that took longer than fsync.warningthresholdms to become durable.
+    pub slow: u64,
 }
 
 /// Buckets of [`LogStore::append_seconds`]: 50 µs doubling to about 1.6 s.
@@ -144,11 +193,13 @@ pub enum OpenError {
 
 impl LogStore {
     /// Opens (or creates) the log in `dir` for node `node_id`. `flush_wait` is how long the
-    /// flush thread gathers writes into one fsync.
+    /// flush thread gathers writes into one fsync; an append slower than `slow` to become
+    /// durable is counted and logged.
     pub async fn open(
         dir: &Path,
         node_id: u64,
         flush_wait: Duration,
+        slow: Duration,
     ) -> Result<LogStore, OpenError> {
         let shown = dir.display().to_string();
         let io_err = |source| OpenError::Io {
@@ -188,7 +239,7 @@ impl LogStore {
         }
         Ok(LogStore {
             log: Arc::new(Mutex::new(log)),
-            append_seconds: Histogram::new(append_seconds_buckets()),
+            durability: Durability::new(slow),
         })
     }
 
@@ -209,13 +260,19 @@ impl LogStore {
             count: m.sync_batch_count,
             total_us: m.sync_us,
             median_us: m.sync_percentiles.p50_us,
+            slow: self.slow_appends(),
         }
     }
 
     /// How long appended entries took to become durable (shared: observed by the flush
     /// thread, read by the metrics endpoint).
     pub fn append_seconds(&self) -> Histogram {
-        self.append_seconds.clone()
+        self.durability.seconds.clone()
+    }
+
+    /// Appends slower to become durable than the threshold, since the log was opened.
+    pub fn slow_appends(&self) -> u64 {
+        self.durability.slow.load(Ordering::Relaxed)
     }
 }
 
@@ -312,7 +369,7 @@ impl RaftLogStorage<WardenRaft> for LogStore {
         let flushed = Flushed::Append {
             callback,
             appended: Instant::now(),
-            seconds: self.append_seconds.clone(),
+            durability: self.durability.clone(),
         };
         log.flush(true, Some(flushed))?;
         Ok(())

@@ -73,6 +73,9 @@ pub struct Options {
     pub tick_time_ms: u32,
     /// How long the log's flush thread gathers writes into one fsync.
     pub flush_wait: Duration,
+    /// An append slower than this to become durable is logged and counted (ZooKeeper's
+    /// fsync.warningthresholdms).
+    pub fsync_warning: Duration,
     /// The largest snapshot this server accepts from a leader.
     pub snapshot_bytes_max: u64,
     /// Whether the writes this server proposes while it leads are checked against quota
@@ -113,7 +116,13 @@ impl StartError {
 
 /// Opens the log and the snapshot directory, and checks the newest snapshot.
 async fn open_stores(options: &Options) -> Result<(LogStore, SnapshotStore), StartError> {
-    let log = LogStore::open(&options.log_dir, options.identity.me, options.flush_wait).await?;
+    let log = LogStore::open(
+        &options.log_dir,
+        options.identity.me,
+        options.flush_wait,
+        options.fsync_warning,
+    )
+    .await?;
     let snapshot_err = |source| StartError::Snapshots {
         dir: options.snapshot_dir.display().to_string(),
         source,
@@ -975,6 +984,7 @@ mod tests {
                 snapshots_retained_count: 3,
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,
+                fsync_warning: Duration::from_secs(1),
                 snapshot_bytes_max: 1 << 30,
                 enforce_quota: false,
             },

@@ -599,7 +599,7 @@ fn a_repeated_key_warns_and_the_last_value_wins() {
 fn settings_warden_does_not_honour_warn() {
     for line in [
         "forceSync=no",
-        "secureClientPort=2281",
+        "ssl.sslProvider=OPENSSL",
         "skipACL=yes",
         "localSessionsEnabled=true",
         "sslQuorum=true",
@@ -619,6 +619,63 @@ fn settings_warden_does_not_honour_warn() {
             "{line}: {found:?}"
         );
     }
+}
+
+#[test]
+fn tls_settings_are_read_as_zookeeper_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("pw");
+    std::fs::write(&password_file, "from-file\n").unwrap();
+    let c = config(&format!(
+        "secureClientPort=2281\nsecureClientPortAddress=127.0.0.2\n\
+         zookeeper.client.portUnification=true\nclient.certReload=true\n\
+         ssl.keyStore.location=/etc/zk/server.jks\nssl.keyStore.password=pw\n\
+         ssl.keyStore.passwordPath={}\nssl.trustStore.location=/etc/zk/ca.pem\n\
+         ssl.trustStore.type=PEM\nssl.clientAuth=WANT\nssl.protocol=TLSv1.2\n\
+         ssl.enabledProtocols= TLSv1.2 ,\n\
+         ssl.ciphersuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n\
+         ssl.handshakeDetectionTimeoutMillis=2500\nssl.hostnameVerification=false\n\
+         ssl.authProvider=x509\n\
+         authProvider.2=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n\
+         X509AuthenticationProvider.superUser=CN=admin\n",
+        password_file.display()
+    ));
+    let t = &c.tls;
+    assert_eq!(
+        t.secure_client_listen.as_ref().unwrap().to_string(),
+        "127.0.0.2:2281"
+    );
+    assert!(t.port_unification && t.reload_cert_files);
+    let key = t.key_store.as_ref().unwrap();
+    // ZooKeeper: the password file wins.
+    assert_eq!(key.password.as_deref(), Some("from-file"));
+    assert_eq!(
+        key.store_type().unwrap(),
+        crate::tls::settings::StoreType::Jks
+    );
+    assert_eq!(t.trust_store.as_ref().unwrap().kind.as_deref(), Some("PEM"));
+    assert_eq!(t.client_auth, crate::tls::ClientAuth::Want);
+    assert_eq!(t.protocol, "TLSv1.2");
+    assert_eq!(t.enabled_protocols, ["TLSv1.2"]);
+    assert_eq!(t.cipher_suites.len(), 2);
+    assert_eq!(t.handshake_timeout_ms, 2500);
+    assert_eq!(t.super_user.as_deref(), Some("CN=admin"));
+    // Without secureClientPort, the default wildcard address and no TLS.
+    let c = config("secureClientPort=2281\nssl.keyStore.location=/k.pem\nssl.clientAuth=none\n");
+    assert_eq!(
+        c.tls.secure_client_listen.unwrap().to_string(),
+        "0.0.0.0:2281"
+    );
+    assert!(!config("").tls.enabled());
+    // secureClientPort and no clientPort: the one client port is the TLS one.
+    let (c, _) = Scratch::new()
+        .load(
+            "dataDir=@DIR@/data\nsecureClientPort=2281\nsecureClientPortAddress=127.0.0.1\n\
+             ssl.keyStore.location=/k.pem\nssl.clientAuth=none\n",
+        )
+        .unwrap();
+    assert_eq!(c.client_listen.to_string(), "127.0.0.1:2281");
+    assert!(c.tls.client_listen_tls_only && c.tls.secure_client_listen.is_none());
 }
 
 #[test]

@@ -1,0 +1,384 @@
+//! TLS for client connections (docs/security.md): the secure client port, port unification
+//! (TLS and plain on one port, told apart by the first byte), key and trust stores in PEM,
+//! PKCS#12 and JKS, ZooKeeper's `ssl.clientAuth`, protocols and cipher suites mapped onto
+//! rustls, the `x509` identity of a client certificate, and stores read again when their files
+//! change.
+//!
+//! - `settings`: the `[tls]` config and its checks;
+//! - `store`: reading key and trust stores;
+//! - `verify`: client certificates as the JDK takes them (X.509 v1 included);
+//! - `dn`: a certificate subject in ZooKeeper's x509 id form (RFC 2253);
+//! - here: the rustls server config built from all that, its reloading, and the accepting of
+//!   a client connection up to the point where `connection` takes it over.
+
+pub mod dn;
+pub mod settings;
+mod store;
+mod verify;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+pub use settings::{ClientAuth, Store, Tls};
+pub use store::StoreError;
+
+use crate::config::InvalidConfig;
+
+/// The first byte of a TLS record carrying a handshake (a ClientHello).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// One end of a client connection, plain or TLS, as `connection` reads and writes it.
+pub type ClientRead = Box<dyn AsyncRead + Send + Unpin>;
+pub type ClientWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// An accepted client connection, ready for the ZooKeeper protocol.
+pub struct ClientStream {
+    pub read: ClientRead,
+    pub write: ClientWrite,
+    /// Set for a TLS connection: the client certificate's subject, if it showed one.
+    pub tls: Option<Secured>,
+}
+
+/// What a TLS handshake established.
+#[derive(Debug, Clone, Default)]
+pub struct Secured {
+    /// The client certificate's subject in RFC 2253 form (the `x509` id), if it showed one.
+    pub subject: Option<String>,
+}
+
+impl ClientStream {
+    pub fn plain(stream: TcpStream) -> ClientStream {
+        let (read, write) = stream.into_split();
+        ClientStream {
+            read: Box::new(read),
+            write: Box::new(write),
+            tls: None,
+        }
+    }
+}
+
+/// Why TLS could not be set up; names the file or the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS key store: {0}")]
+    KeyStore(StoreError),
+    #[error("TLS trust store: {0}")]
+    TrustStore(StoreError),
+    #[error("TLS: {0}")]
+    Config(#[from] InvalidConfig),
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The protocol versions and cipher suites `tls` asks for, as rustls has them; a value rustls
+/// lacks is an error that says what there is.
+pub(crate) fn versions_and_suites(
+    tls: &Tls,
+) -> Result<
+    (
+        Vec<&'static SupportedProtocolVersion>,
+        Vec<SupportedCipherSuite>,
+    ),
+    InvalidConfig,
+> {
+    let allowed: &[&str] = match tls.protocol.as_str() {
+        "TLSv1.3" | "TLS" => &["TLSv1.3", "TLSv1.2"],
+        "TLSv1.2" => &["TLSv1.2"],
+        other => {
+            return Err(InvalidConfig(format!(
+                "ssl.protocol (tls.protocol) {other:?}: Warden's TLS (rustls) does TLSv1.3 and \
+                 TLSv1.2 only"
+            )));
+        }
+    };
+    let mut versions = Vec::new();
+    let wanted: Vec<&str> = if tls.enabled_protocols.is_empty() {
+        allowed.to_vec()
+    } else {
+        tls.enabled_protocols.iter().map(String::as_str).collect()
+    };
+    for name in wanted {
+        if !allowed.contains(&name) {
+            return Err(InvalidConfig(format!(
+                "ssl.enabledProtocols (tls.enabled_protocols) names {name:?}, which {} does not \
+                 allow here: Warden's TLS (rustls) does TLSv1.3 and TLSv1.2 only, and \
+                 ssl.protocol={} allows {}",
+                tls.protocol,
+                tls.protocol,
+                allowed.join(", ")
+            )));
+        }
+        versions.push(match name {
+            "TLSv1.3" => &rustls::version::TLS13,
+            _ => &rustls::version::TLS12,
+        });
+    }
+    let all = rustls::crypto::ring::ALL_CIPHER_SUITES;
+    let suites: Vec<SupportedCipherSuite> = if tls.cipher_suites.is_empty() {
+        rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec()
+    } else {
+        let mut suites = Vec::new();
+        for name in &tls.cipher_suites {
+            let suite = all.iter().find(|s| iana_name(s) == *name).ok_or_else(|| {
+                InvalidConfig(format!(
+                    "ssl.ciphersuites (tls.cipher_suites) names {name:?}, which Warden's TLS \
+                     (rustls) does not have; it has {}",
+                    all.iter().map(iana_name).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            suites.push(*suite);
+        }
+        suites
+    };
+    for version in &versions {
+        if !suites.iter().any(|s| s.version() == *version) {
+            return Err(InvalidConfig(format!(
+                "ssl.ciphersuites (tls.cipher_suites) names no suite for {}, which is enabled: \
+                 add one, or leave that protocol out of ssl.enabledProtocols",
+                version_name(version)
+            )));
+        }
+    }
+    Ok((versions, suites))
+}
+
+/// A suite's IANA name, which the JDK (and so ZooKeeper's `ssl.ciphersuites`) uses; rustls
+/// writes TLS 1.3's with a `TLS13_` prefix.
+fn iana_name(suite: &SupportedCipherSuite) -> String {
+    let name = suite.suite().as_str().unwrap_or("unknown");
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name.to_owned(),
+    }
+}
+
+fn version_name(version: &SupportedProtocolVersion) -> &'static str {
+    if version.version == rustls::ProtocolVersion::TLSv1_3 {
+        "TLSv1.3"
+    } else {
+        "TLSv1.2"
+    }
+}
+
+/// Serves this server's key and chain whatever the client asks for. Built directly from the
+/// parts rather than through `with_single_cert`, whose key check runs the certificate through
+/// webpki, which refuses X.509 v1 certificates such as kazoo's harness makes.
+#[derive(Debug)]
+struct OneCert(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for OneCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The rustls server config `tls` describes, its files read now.
+fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
+    let (versions, suites) = versions_and_suites(tls)?;
+    let provider = Arc::new(CryptoProvider {
+        cipher_suites: suites,
+        ..rustls::crypto::ring::default_provider()
+    });
+    let key_store = tls
+        .key_store
+        .as_ref()
+        .ok_or_else(|| InvalidConfig("TLS needs a key store (ssl.keyStore.location)".into()))?;
+    let material = store::load_key(key_store).map_err(TlsError::KeyStore)?;
+    let signing_key = provider
+        .key_provider
+        .load_private_key(material.key)
+        .map_err(|e| {
+            TlsError::KeyStore(StoreError::Bad {
+                path: key_store.location.display().to_string(),
+                why: format!("the private key cannot sign: {e}"),
+            })
+        })?;
+    let certified = Arc::new(CertifiedKey::new(material.chain, signing_key));
+    let builder =
+        ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
+    let builder = match (tls.client_auth, &tls.trust_store) {
+        (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
+        (auth, Some(trust_store)) => {
+            let anchors = store::load_trust(trust_store).map_err(TlsError::TrustStore)?;
+            let mut roots = RootCertStore::empty();
+            for cert in &anchors {
+                roots.add(cert.clone()).map_err(|e| {
+                    TlsError::TrustStore(StoreError::Bad {
+                        path: trust_store.location.display().to_string(),
+                        why: format!("a certificate cannot be a trust anchor: {e}"),
+                    })
+                })?;
+            }
+            let mut webpki =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            if auth == ClientAuth::Want {
+                webpki = webpki.allow_unauthenticated();
+            }
+            let webpki = webpki.build().map_err(|e| {
+                TlsError::TrustStore(StoreError::Bad {
+                    path: trust_store.location.display().to_string(),
+                    why: e.to_string(),
+                })
+            })?;
+            let algorithms = provider.signature_verification_algorithms;
+            builder.with_client_cert_verifier(Arc::new(verify::ClientVerifier::new(
+                webpki, anchors, algorithms,
+            )))
+        }
+    };
+    Ok(Arc::new(
+        builder.with_cert_resolver(Arc::new(OneCert(certified))),
+    ))
+}
+
+/// When a store file was last changed, and its size: what tells a changed file.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamps(tls: &Tls) -> Vec<Stamp> {
+    tls.key_store
+        .iter()
+        .chain(&tls.trust_store)
+        .map(|s| {
+            std::fs::metadata(&s.location)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+/// The server's TLS: the current rustls config, replaced when the store files change.
+pub struct Acceptor {
+    tls: Tls,
+    current: Mutex<Arc<ServerConfig>>,
+}
+
+impl Acceptor {
+    /// Reads the stores and builds the config; any failure stops the start.
+    pub fn new(tls: &Tls) -> Result<Acceptor, TlsError> {
+        Ok(Acceptor {
+            tls: tls.clone(),
+            current: Mutex::new(build(tls)?),
+        })
+    }
+
+    fn config(&self) -> Arc<ServerConfig> {
+        self.current
+            .lock()
+            .expect("tls config lock poisoned")
+            .clone()
+    }
+
+    /// With `reload_cert_files`, looks at the store files every second and, when one changed,
+    /// reads them all again: new connections get the new key and trust; a file that does not
+    /// load leaves the old ones in place, with a log line. Runs until the server stops.
+    pub async fn reload_on_change(self: Arc<Self>) {
+        if !self.tls.reload_cert_files {
+            return;
+        }
+        let interval = Duration::from_millis(settings::RELOAD_CHECK_INTERVAL_MS_DEFAULT.into());
+        let mut seen = stamps(&self.tls);
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = stamps(&self.tls);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            match build(&self.tls) {
+                Ok(config) => {
+                    *self.current.lock().expect("tls config lock poisoned") = config;
+                    tracing::info!("TLS key and trust stores changed: read again");
+                }
+                Err(e) => tracing::warn!(
+                    "TLS key or trust store changed but cannot be used, keeping the previous \
+                     ones: {e}"
+                ),
+            }
+        }
+    }
+
+    /// The TLS handshake on an accepted connection, within the handshake timeout.
+    async fn handshake(&self, stream: TcpStream, peer: SocketAddr) -> Option<ClientStream> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.config());
+        let limit = Duration::from_millis(self.tls.handshake_timeout_ms.into());
+        let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // A port probe or a health check: connected, said nothing, left.
+                tracing::debug!(%peer, "connection closed before the TLS handshake ended: {e}");
+                return None;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%peer, "closing connection: TLS handshake failed: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    %peer,
+                    "closing connection: TLS handshake not done within {} ms",
+                    limit.as_millis()
+                );
+                return None;
+            }
+        };
+        let subject = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|leaf| {
+                x509_parser::parse_x509_certificate(leaf.as_ref())
+                    .ok()
+                    .map(|(_, cert)| dn::rfc2253(cert.subject()))
+            });
+        let (read, write) = tokio::io::split(stream);
+        Some(ClientStream {
+            read: Box::new(read),
+            write: Box::new(write),
+            tls: Some(Secured { subject }),
+        })
+    }
+
+    /// A connection on the secure port: TLS or nothing.
+    pub async fn secure(&self, stream: TcpStream, peer: SocketAddr) -> Option<ClientStream> {
+        self.handshake(stream, peer).await
+    }
+
+    /// A connection on a unified port: TLS if its first byte starts a TLS handshake, plain
+    /// otherwise (ZooKeeper's `client.portUnification`).
+    pub async fn unified(&self, stream: TcpStream, peer: SocketAddr) -> Option<ClientStream> {
+        let limit = Duration::from_millis(self.tls.handshake_timeout_ms.into());
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(limit, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => self.handshake(stream, peer).await,
+            Ok(Ok(1)) => Some(ClientStream::plain(stream)),
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, "connection closed before its first byte: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    %peer,
+                    "closing connection: no first byte within {} ms to tell TLS from plain",
+                    limit.as_millis()
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Whether `prefix`, the first bytes of a plain connection, is a TLS handshake record (a TLS
+/// client on a plain port).
+pub fn looks_like_tls(prefix: &[u8]) -> bool {
+    prefix.len() >= 2 && prefix[0] == TLS_HANDSHAKE_RECORD && prefix[1] == 0x03
+}
