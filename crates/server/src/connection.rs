@@ -83,8 +83,6 @@ enum Closed {
     HandshakeTimeout(i32),
     #[error("no leader: this server is not serving requests")]
     NoLeader,
-    #[error("writes of this connection are in flight to a leader that is gone")]
-    LeaderChanged,
     #[error("sync failed: {0}")]
     Sync(ReadIndexError),
 }
@@ -510,7 +508,7 @@ impl Session {
                 .await
                 .is_err()
             {
-                return Err(Closed::LeaderChanged);
+                return Err(Closed::NoLeader);
             }
         }
     }

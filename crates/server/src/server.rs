@@ -251,21 +251,31 @@ pub enum StartError {
     },
 }
 
-/// What a start checks before it opens anything or listens anywhere: that the data and log
-/// directories are directories this process may write to (or may make), and the JAAS file's
-/// users, which it returns. It changes nothing, so `warden server --check-config` runs it
-/// alone.
-pub fn preflight(config: &Config) -> Result<Option<auth::jaas::Users>, StartError> {
-    if config.tls.enabled() {
-        tls::Acceptor::new(&config.tls)?;
-    }
+/// What a start checks before it opens anything or listens anywhere, and what it read doing
+/// so: the TLS key material, the data and log directories (directories this process may
+/// write to, or may make), and the JAAS file's users. It changes nothing, so
+/// `warden server --check-config` runs it alone.
+pub struct Preflight {
+    pub tls: Option<tls::Acceptor>,
+    pub sasl_users: Option<auth::jaas::Users>,
+}
+
+pub fn preflight(config: &Config) -> Result<Preflight, StartError> {
+    let tls = if config.tls.enabled() {
+        Some(tls::Acceptor::new(&config.tls)?)
+    } else {
+        None
+    };
     for dir in [config.data_dir.as_path(), config.resolved_log_dir()] {
         check_dir(dir).map_err(|why| StartError::DataDir {
             dir: dir.display().to_string(),
             why,
         })?;
     }
-    Ok(auth::sasl_users(&config.auth)?)
+    Ok(Preflight {
+        tls,
+        sasl_users: auth::sasl_users(&config.auth)?,
+    })
 }
 
 /// Whether `dir` is a directory this process may write to, or the nearest of its ancestors
@@ -324,7 +334,7 @@ impl Server {
     /// Opens the data, replays it, starts listening for clients (and, in a cluster, for the
     /// other servers), and returns.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        let sasl_users = preflight(&config)?;
+        let Preflight { tls, sasl_users } = preflight(&config)?;
         log_sasl_users(&config, sasl_users.as_ref());
         let node_id = config.cluster.my_id.unwrap_or(1);
         let listen = &config.client_listen;
@@ -354,11 +364,7 @@ impl Server {
             // A TLS-only server's client port is its secure port.
             None => config.tls.client_listen_tls_only.then_some(client_addr),
         };
-        let tls = if config.tls.enabled() {
-            Some(Arc::new(tls::Acceptor::new(&config.tls)?))
-        } else {
-            None
-        };
+        let tls = tls.map(Arc::new);
         let admin_listener =
             admin::http::bind(&config.admin)
                 .await
