@@ -31,6 +31,9 @@ use crate::server::{Server, StartError};
 /// How long [`EmbeddedCluster::start`] waits for its members to elect a leader and serve.
 pub const CLUSTER_START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a stop waits for the stopped server's tasks to let go of its data directory.
+const RELEASE_BOUND: Duration = Duration::from_secs(10);
+
 /// Why an embedded server or cluster did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -137,7 +140,7 @@ impl EmbeddedServer {
     /// on; every client connection is closed), then removes its temporary directory, if any.
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {
-            server.shutdown().await;
+            server.shutdown_and_release(RELEASE_BOUND).await;
         }
         // Drop removes the temporary directory now that nothing writes to it.
     }

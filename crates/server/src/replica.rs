@@ -293,7 +293,6 @@ impl Replica {
         self.membership_applied();
     }
 
-    /// Writes `/zookeeper/config` to zoo.cfg's files, if they are kept and it is newer.
     /// A membership was applied (`/zookeeper/config` rewritten): zoo.cfg follows it. Returns
     /// whether this server is still one of its members (`None` if it does not say).
     fn membership_applied(&mut self) -> Option<bool> {

@@ -578,6 +578,19 @@ impl Server {
         self.ctx.consensus.shutdown().await;
         tracing::info!("stopped");
     }
+
+    /// Stops as [`Server::shutdown`] does, then waits, at most `bound`, until the last of its
+    /// tasks (aborted or told to stop, they end at their next turn) has let go of its state,
+    /// the log and its directory lock with it: an embedded server restarted at once on the
+    /// same directory could otherwise find it still locked.
+    pub(crate) async fn shutdown_and_release(self, bound: Duration) {
+        let ctx = Arc::downgrade(&self.ctx);
+        self.shutdown().await;
+        let deadline = Instant::now() + bound;
+        while ctx.strong_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// The next connection on `listener`. A failed accept (out of file descriptors and the like)

@@ -300,6 +300,13 @@ async fn change(ctx: &Context, members: &[MemberAddr]) -> Result<(), ErrorCode> 
 /// `/zookeeper/config` says (writing the founding membership there first if it is empty),
 /// for as long as this server leads.
 pub async fn reconcile(ctx: Arc<Context>) {
+    // Until the server stops: a stopped server's last metrics may still say it leads, and
+    // this task must not keep the server's state (its log, locked) alive.
+    let stopping = ctx.clone();
+    stopping.until_stopped(converge(ctx)).await
+}
+
+async fn converge(ctx: Arc<Context>) {
     while ctx.consensus.is_leader() {
         let (members, _) = current(&ctx);
         if members.is_empty() {
