@@ -65,6 +65,9 @@ pub struct Config {
     pub auth: Auth,
     /// TLS for clients: the secure port, key and trust stores (docs/security.md).
     pub tls: crate::tls::Tls,
+    /// TLS between servers, and for the admin HTTP server when it serves HTTPS
+    /// (docs/security.md).
+    pub quorum_tls: crate::tls::QuorumTls,
     /// The zoo.cfg this server was started from, which it keeps up to date with the
     /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
     /// never rewritten.
@@ -482,6 +485,7 @@ impl Default for Config {
             metrics: Metrics::default(),
             auth: Auth::default(),
             tls: crate::tls::Tls::default(),
+            quorum_tls: crate::tls::QuorumTls::default(),
             zoo_cfg: None,
             source_text: None,
         }
@@ -620,6 +624,7 @@ impl Config {
         self.metrics.validate()?;
         self.auth.validate(self.tls.x509_available())?;
         self.tls.validate()?;
+        self.quorum_tls.validate()?;
         self.cluster.validate()
     }
 
@@ -995,6 +1000,18 @@ mod tests {
                 reload_cert_files: true,
                 handshake_timeout_ms: 2000,
                 super_user: Some("CN=admin".into()),
+            },
+            quorum_tls: crate::tls::QuorumTls {
+                enabled: true,
+                port_unification: true,
+                key_store: Some(crate::tls::Store::new("/etc/warden/quorum.p12")),
+                trust_store: Some(crate::tls::Store::new("/etc/warden/quorum-ca.pem")),
+                protocol: "TLSv1.3".into(),
+                enabled_protocols: vec!["TLSv1.3".into()],
+                cipher_suites: Vec::new(),
+                hostname_verification: false,
+                reload_cert_files: true,
+                handshake_timeout_ms: 3000,
             },
             zoo_cfg: None,
             source_text: None,

@@ -17,6 +17,7 @@ use warden_state::{State, StateConfig, Txn, TxnKind};
 
 use crate::admin;
 use crate::auth;
+use crate::cluster::transport::Transport;
 use crate::cluster::{self, forward::Forwarder};
 use crate::config::Config;
 use crate::connection;
@@ -257,6 +258,7 @@ pub enum StartError {
 /// `warden server --check-config` runs it alone.
 pub struct Preflight {
     pub tls: Option<tls::Acceptor>,
+    pub transport: Transport,
     pub sasl_users: Option<auth::jaas::Users>,
 }
 
@@ -274,6 +276,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, StartError> {
     }
     Ok(Preflight {
         tls,
+        transport: Transport::new(&config.quorum_tls)?,
         sasl_users: auth::sasl_users(&config.auth)?,
     })
 }
@@ -334,7 +337,12 @@ impl Server {
     /// Opens the data, replays it, starts listening for clients (and, in a cluster, for the
     /// other servers), and returns.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        let Preflight { tls, sasl_users } = preflight(&config)?;
+        let Preflight {
+            tls,
+            transport,
+            sasl_users,
+        } = preflight(&config)?;
+        let transport = Arc::new(transport);
         log_sasl_users(&config, sasl_users.as_ref());
         let node_id = config.cluster.my_id.unwrap_or(1);
         let listen = &config.client_listen;
@@ -422,6 +430,7 @@ impl Server {
                     me: node_id,
                     cluster_id: ClusterId::new(cluster_id),
                     frame_bytes_max: config.cluster.peer_frame_bytes_max as usize,
+                    transport: transport.clone(),
                 },
                 data_dir: config.data_dir.clone(),
                 members: members.clone(),
@@ -498,6 +507,9 @@ impl Server {
             tracing::info!(?secure_client_addr, "serving ZooKeeper clients over TLS");
         }
         if let Some(tls) = tls {
+            tasks.push(tokio::spawn(tls.reload_on_change()));
+        }
+        if let Some(tls) = transport.tls() {
             tasks.push(tokio::spawn(tls.reload_on_change()));
         }
         if let Some(admin_listener) = admin_listener {

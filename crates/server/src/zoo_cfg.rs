@@ -339,10 +339,7 @@ impl<'a> Reader<'a> {
                 // ZooKeeper's own timing and tuning; Raft has its own.
                 self.int(p, i64::MIN, i64::MAX)?;
             }
-            "syncEnabled"
-            | "sslQuorumReloadCertFiles"
-            | "multiAddress.reachabilityCheckEnabled"
-            | "jvm.pause.monitor" => {
+            "syncEnabled" | "multiAddress.reachabilityCheckEnabled" | "jvm.pause.monitor" => {
                 self.boolean(p)?;
             }
             "quorum.auth.learner.saslLoginContext"
@@ -351,9 +348,6 @@ impl<'a> Reader<'a> {
             "reconfigEnabled" => self.config.cluster.reconfig_enabled = self.boolean(p)?,
             "localSessionsEnabled" | "localSessionsUpgradingEnabled" => {
                 self.unsupported_if_true(p, "local sessions; every session is global")?;
-            }
-            "sslQuorum" | "portUnification" => {
-                self.unsupported_if_true(p, "TLS between servers; servers talk in plain TCP")?;
             }
             "quorum.auth.enableSasl"
             | "quorum.auth.serverRequireSasl"
@@ -1060,8 +1054,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
     ];
     const PREFIXES: &[&str] = &[
         "admin.",
-        // Quorum TLS: sslQuorum=true is warned about; without it these do nothing.
-        "ssl.quorum.",
         "nio.",
         "netty.",
         "kerberos.",

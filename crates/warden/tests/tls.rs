@@ -8,21 +8,16 @@
 mod support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::pki::{PASSWORD, Pki};
 use support::warden::{Warden, closed_by_server, handshake, wait_for};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client::{Acls, AuthId, AuthUser, CreateMode, Error, Permission};
 
-/// A CA, a server certificate for 127.0.0.1 and client certificates, made with openssl.
-struct Pki {
-    dir: PathBuf,
-}
-
-const PASSWORD: &str = "apassword";
 const CLIENT_DN: &str = "CN=client,OU=test,O=Warden";
 /// A subject with every kind of thing RFC 2253 escapes, a multi-valued RDN, domain components,
 /// an attribute without an RFC 2253 keyword and a non-ASCII value (openssl's `-subj` form) ...
@@ -31,201 +26,39 @@ const ODD_SUBJECT: &str = r#"/DC=org/DC=example/O=Acme, Inc./OU=ops+UID=u42/CN= 
 /// the same certificate (OpenJDK 17).
 const ODD_DN: &str = r##"ST=Zürich,1.2.840.113549.1.9.1=#160f6f7073406578616d706c652e6f7267,CN=\ \#lead\;x\<y\>\"q\"\\z\ ,OU=ops+UID=u42,O=Acme\, Inc.,DC=example,DC=org"##;
 
-fn run(cmd: &mut Command) {
-    let out = cmd.output().expect("running a certificate tool");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+/// A CA, a server certificate for 127.0.0.1 and client certificates, made with openssl.
+fn make_pki(dir: &Path) -> Pki {
+    let pki = Pki::empty(dir);
+    pki.ca("ca", "Test CA");
+    pki.ca("other-ca", "Other CA");
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    pki.leaf("server", "ca", "/CN=localhost", Some("server.ext"), "30");
+    pki.leaf(
+        "client",
+        "ca",
+        "/O=Warden/OU=test/CN=client",
+        Some("client.ext"),
+        "30",
     );
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    run(Command::new("openssl").current_dir(dir).args(args));
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        std::fs::create_dir_all(dir).unwrap();
-        let pki = Pki {
-            dir: dir.to_path_buf(),
-        };
-        pki.ca("ca", "Test CA");
-        pki.ca("other-ca", "Other CA");
-        std::fs::write(
-            dir.join("server.ext"),
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-        pki.leaf("server", "ca", "/CN=localhost", Some("server.ext"), "30");
-        pki.leaf(
-            "client",
-            "ca",
-            "/O=Warden/OU=test/CN=client",
-            Some("client.ext"),
-            "30",
-        );
-        pki.leaf("other", "ca", "/CN=other", Some("client.ext"), "30");
-        pki.leaf(
-            "stranger",
-            "other-ca",
-            "/CN=stranger",
-            Some("client.ext"),
-            "30",
-        );
-        pki.leaf("expired", "ca", "/CN=expired", Some("client.ext"), "-1");
-        // X.509 v1, as kazoo's harness makes them: no extensions.
-        pki.leaf("server-v1", "ca", "/CN=localhost", None, "30");
-        pki.leaf("client-v1", "ca", "/CN=client v1,O=kazoo", None, "30");
-        pki.leaf("odd", "ca", ODD_SUBJECT, Some("client.ext"), "30");
-        pki
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    fn ca(&self, name: &str, cn: &str) {
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-                "-days",
-                "30",
-                "-subj",
-                &format!("/CN={cn}"),
-            ],
-        );
-    }
-
-    /// `name.key` (PKCS#8), `name.pem`, and `name-bundle.pem` (key and chain in one file,
-    /// ZooKeeper's PEM key store).
-    fn leaf(&self, name: &str, ca: &str, subject: &str, ext: Option<&str>, days: &str) {
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-utf8",
-                "-multivalue-rdn",
-                "-subj",
-                subject,
-            ],
-        );
-        let mut args: Vec<String> = [
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            days,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Some(ext) = ext {
-            args.extend(["-extfile".to_string(), ext.to_string()]);
-        }
-        run(Command::new("openssl").current_dir(&self.dir).args(&args));
-        let key = std::fs::read_to_string(self.path(&format!("{name}.key"))).unwrap();
-        let cert = std::fs::read_to_string(self.path(&format!("{name}.pem"))).unwrap();
-        std::fs::write(self.path(&format!("{name}-bundle.pem")), key + &cert).unwrap();
-    }
-
-    /// `name.p12`: the key and certificate as a PKCS#12 store.
-    fn pkcs12(&self, name: &str) -> PathBuf {
-        openssl(
-            &self.dir,
-            &[
-                "pkcs12",
-                "-export",
-                "-inkey",
-                &format!("{name}.key"),
-                "-in",
-                &format!("{name}.pem"),
-                "-out",
-                &format!("{name}.p12"),
-                "-passout",
-                &format!("pass:{PASSWORD}"),
-            ],
-        );
-        self.path(&format!("{name}.p12"))
-    }
-
-    /// `name.jks`: the PKCS#12 store converted by keytool into a JKS one.
-    fn jks_key(&self, name: &str) -> PathBuf {
-        let p12 = self.pkcs12(name);
-        let jks = self.path(&format!("{name}.jks"));
-        let _ = std::fs::remove_file(&jks);
-        run(Command::new("keytool").args([
-            "-importkeystore",
-            "-noprompt",
-            "-srckeystore",
-            p12.to_str().unwrap(),
-            "-srcstoretype",
-            "PKCS12",
-            "-srcstorepass",
-            PASSWORD,
-            "-destkeystore",
-            jks.to_str().unwrap(),
-            "-deststoretype",
-            "JKS",
-            "-deststorepass",
-            PASSWORD,
-        ]));
-        jks
-    }
-
-    /// A trust store holding the CA `ca`, of keytool type `kind` (`JKS`, `PKCS12`).
-    fn trust(&self, ca: &str, kind: &str, ext: &str) -> PathBuf {
-        let store = self.path(&format!("{ca}-trust.{ext}"));
-        let _ = std::fs::remove_file(&store);
-        run(Command::new("keytool").args([
-            "-importcert",
-            "-noprompt",
-            "-alias",
-            "ca",
-            "-file",
-            self.path(&format!("{ca}.pem")).to_str().unwrap(),
-            "-keystore",
-            store.to_str().unwrap(),
-            "-storetype",
-            kind,
-            "-storepass",
-            PASSWORD,
-        ]));
-        store
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap()
-    }
+    pki.leaf("other", "ca", "/CN=other", Some("client.ext"), "30");
+    pki.leaf(
+        "stranger",
+        "other-ca",
+        "/CN=stranger",
+        Some("client.ext"),
+        "30",
+    );
+    pki.leaf("expired", "ca", "/CN=expired", Some("client.ext"), "-1");
+    // X.509 v1, as kazoo's harness makes them: no extensions.
+    pki.leaf("server-v1", "ca", "/CN=localhost", None, "30");
+    pki.leaf("client-v1", "ca", "/CN=client v1,O=kazoo", None, "30");
+    pki.leaf("odd", "ca", ODD_SUBJECT, Some("client.ext"), "30");
+    pki
 }
 
 fn install_provider() {
@@ -338,7 +171,7 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_gives_the_x509_identity_for_acls_and_whoami() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let secure = free_port();
     let warden = Warden::start(&format!(
         "{}authProvider.1=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n",
@@ -413,7 +246,7 @@ async fn mutual_tls_gives_the_x509_identity_for_acls_and_whoami() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pkcs12_and_jks_stores() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let stores = [
         (pki.pkcs12("server"), pki.trust("ca", "JKS", "jks"), ""),
         (pki.jks_key("server"), pki.trust("ca", "PKCS12", "p12"), ""),
@@ -445,7 +278,7 @@ async fn pkcs12_and_jks_stores() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_the_server_refuses() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let secure = free_port();
     let warden = Warden::start(&pem_tls(&pki, secure));
     assert_eq!(tls_ruok(&pki, secure, Some("client")).await, "imok");
@@ -476,7 +309,7 @@ async fn certificates_the_server_refuses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x509_version_1_certificates_work_on_both_sides() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let secure = free_port();
     let _warden = Warden::start(&format!(
         "secureClientPort={secure}\nssl.keyStore.location={}\nssl.trustStore.location={}\n",
@@ -491,7 +324,7 @@ async fn x509_version_1_certificates_work_on_both_sides() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_port_garbage_and_cut_handshakes_close_only_their_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let secure = free_port();
     let warden = Warden::start(&pem_tls(&pki, secure));
     let healthy = tls_client(&pki, secure, Some("client")).await.unwrap();
@@ -560,7 +393,7 @@ async fn wrong_port_garbage_and_cut_handshakes_close_only_their_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn port_unification_serves_tls_and_plain_on_one_port() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let warden = Warden::start(&format!(
         "client.portUnification=true\nssl.keyStore.location={}\nssl.trustStore.location={}\n\
          X509AuthenticationProvider.superUser={CLIENT_DN}\n",
@@ -608,7 +441,7 @@ async fn port_unification_serves_tls_and_plain_on_one_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_store_files_are_read_again() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(dir.path());
+    let pki = make_pki(dir.path());
     let secure = free_port();
     let key_store = dir.path().join("live-key.pem");
     let trust_store = dir.path().join("live-trust.pem");
@@ -653,7 +486,7 @@ impl Drop for Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zoo_cfg_with_only_a_secure_client_port_serves_tls_only() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(&dir.path().join("pki"));
+    let pki = make_pki(&dir.path().join("pki"));
     let port = free_port();
     let cfg = dir.path().join("zoo.cfg");
     std::fs::write(
@@ -717,7 +550,7 @@ fn check_config(dir: &Path, lines: &str) -> (i32, String) {
 #[test]
 fn settings_rustls_lacks_are_start_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::new(&dir.path().join("pki"));
+    let pki = make_pki(&dir.path().join("pki"));
     let base = format!(
         "secureClientPort=2281\nssl.keyStore.location={}\nssl.trustStore.location={}\n",
         pki.path("server-bundle.pem").display(),

@@ -208,6 +208,7 @@ async fn run_link(ctx: Arc<Context>, leader: u64, addr: String, rx: mpsc::Receiv
     };
     let pending = PendingAnswers::default();
     let why = match wire::dial(
+        &identity.transport,
         &addr,
         hello,
         identity.frame_bytes_max,

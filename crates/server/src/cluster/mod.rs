@@ -4,11 +4,13 @@
 //!   and its handshake.
 //! - [`forward`]: followers' writes, session touches and read-index requests to the leader.
 //! - [`membership`]: reconfig, and Raft's membership kept equal to `/zookeeper/config`.
+//! - [`transport`]: plain TCP or TLS between servers.
 //! - this module: the peer listener, which checks each peer at the handshake and hands its
 //!   channel to consensus (Raft's own messages) or to [`forward`].
 
 pub mod forward;
 pub mod membership;
+pub mod transport;
 pub mod wire;
 
 use std::sync::Arc;
@@ -44,6 +46,13 @@ pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
         tokio::spawn(async move {
             let serve = async {
                 let identity = ctx.consensus.identity().clone();
+                let stream = match identity.transport.accept(stream, addr).await {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::warn!("refused a peer: {e}");
+                        return;
+                    }
+                };
                 let (mut reader, mut writer) = wire::split(stream, identity.frame_bytes_max);
                 let members = &ctx.config.cluster.members;
                 let hello = wire::accept(

@@ -19,9 +19,10 @@ use std::io;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use warden_proto::jute::{DecodeError, Reader, Writer};
+
+use super::transport::Transport;
+use crate::tls::quorum::{PeerRead, PeerWrite};
 
 /// Bytes before the body: length and checksum.
 const PREFIX_BYTES: usize = 8;
@@ -123,9 +124,9 @@ pub enum WireError {
     Timeout,
 }
 
-/// Reads frames off one socket, checking each before it is used.
+/// Reads frames off one connection, checking each before it is used.
 pub struct FrameReader {
-    socket: OwnedReadHalf,
+    socket: PeerRead,
     frame_bytes_max: usize,
 }
 
@@ -173,9 +174,9 @@ impl FrameReader {
     }
 }
 
-/// Writes frames to one socket.
+/// Writes frames to one connection.
 pub struct FrameWriter {
-    socket: OwnedWriteHalf,
+    socket: PeerWrite,
     buf: Vec<u8>,
 }
 
@@ -283,10 +284,11 @@ impl Hello {
     }
 }
 
-/// Splits a socket into a checked reader and a writer.
-pub fn split(stream: TcpStream, frame_bytes_max: usize) -> (FrameReader, FrameWriter) {
-    let _ = stream.set_nodelay(true);
-    let (read, write) = stream.into_split();
+/// A connection's halves, as a checked reader and a writer.
+pub fn split(
+    (read, write): (PeerRead, PeerWrite),
+    frame_bytes_max: usize,
+) -> (FrameReader, FrameWriter) {
     (
         FrameReader {
             socket: read,
@@ -299,15 +301,17 @@ pub fn split(stream: TcpStream, frame_bytes_max: usize) -> (FrameReader, FrameWr
     )
 }
 
-/// The dialer's side: sends our hello, waits for the acceptor's.
+/// The dialer's side: connects (over TLS if `transport` says so), sends our hello, waits for
+/// the acceptor's.
 pub async fn dial(
+    transport: &Transport,
     addr: &str,
     hello: Hello,
     frame_bytes_max: usize,
     limit: Duration,
 ) -> Result<(FrameReader, FrameWriter, Hello), WireError> {
     let opened = async {
-        let stream = TcpStream::connect(addr).await?;
+        let stream = transport.connect(addr).await?;
         let (mut reader, mut writer) = split(stream, frame_bytes_max);
         writer
             .send(Kind::Hello, GROUP_MAIN, 0, &hello.encode())
@@ -403,13 +407,21 @@ pub async fn accept(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
+
+    fn halves(stream: TcpStream) -> (PeerRead, PeerWrite) {
+        let (read, write) = stream.into_split();
+        (Box::new(read), Box::new(write))
+    }
 
     async fn pair(max: usize) -> ((FrameReader, FrameWriter), (FrameReader, FrameWriter)) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        (split(a.unwrap(), max), split(b.unwrap().0, max))
+        (
+            split(halves(a.unwrap()), max),
+            split(halves(b.unwrap().0), max),
+        )
     }
 
     #[tokio::test]
@@ -450,7 +462,7 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let acceptor = tokio::spawn(async move {
             let (s, _) = listener.accept().await.unwrap();
-            let (mut r, mut w) = split(s, 1024);
+            let (mut r, mut w) = split(halves(s), 1024);
             accept(&mut r, &mut w, me, cluster, 0, |h| {
                 if h.from == 9 {
                     Err("not a member".into())
@@ -461,9 +473,15 @@ mod tests {
             .await
             .is_ok()
         });
-        let dialed = dial(&addr, hello, 1024, Duration::from_secs(5))
-            .await
-            .map(|_| ());
+        let dialed = dial(
+            &Transport::default(),
+            &addr,
+            hello,
+            1024,
+            Duration::from_secs(5),
+        )
+        .await
+        .map(|_| ());
         (dialed, acceptor.await.unwrap())
     }
 

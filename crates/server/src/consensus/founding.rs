@@ -91,6 +91,7 @@ mod tests {
                     me: 1,
                     cluster_id: ClusterId::new(7),
                     frame_bytes_max: 4 << 20,
+                    transport: Default::default(),
                 },
                 data_dir: dir.path().to_path_buf(),
                 members: vec![me],

@@ -975,6 +975,7 @@ mod tests {
                     me: 1,
                     cluster_id: ClusterId::new(7),
                     frame_bytes_max: 4 << 20,
+                    transport: Default::default(),
                 },
                 data_dir: dir.to_path_buf(),
                 members,

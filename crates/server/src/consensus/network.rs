@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::types::{PeerNode, WardenRaft};
+use crate::cluster::transport::Transport;
 use crate::cluster::wire::{
     self, Channel, FrameReader, FrameWriter, GROUP_MAIN, Hello, Kind, WireError,
 };
@@ -37,6 +38,8 @@ pub struct Identity {
     pub me: u64,
     pub cluster_id: ClusterId,
     pub frame_bytes_max: usize,
+    /// How it reaches its peers and takes their connections (plain or TLS).
+    pub transport: Arc<Transport>,
 }
 
 /// The cluster's identity, checked at every handshake. Shared because a member that joins an
@@ -181,7 +184,14 @@ impl Peer {
                 channel: Channel::Raft,
                 committed: self.committed.get(),
             };
-            let dialed = wire::dial(&self.addr, hello, self.identity.frame_bytes_max, limit).await;
+            let dialed = wire::dial(
+                &self.identity.transport,
+                &self.addr,
+                hello,
+                self.identity.frame_bytes_max,
+                limit,
+            )
+            .await;
             self.reachable
                 .note(self.target, &self.addr, dialed.as_ref().map(|_| ()));
             let (reader, writer, _) = dialed.map_err(CallError::Unreachable)?;

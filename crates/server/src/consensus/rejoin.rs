@@ -207,6 +207,7 @@ pub async fn found_or_join(
                 committed: 0,
             };
             if let Ok((_, _, theirs)) = wire::dial(
+                &identity.transport,
                 &peer.peer_addr,
                 hello,
                 identity.frame_bytes_max,

@@ -1,4 +1,4 @@
-//! TLS for client connections (docs/security.md): the secure client port, port unification
+//! TLS for client connections and between servers (docs/security.md): the secure client port, port unification
 //! (TLS and plain on one port, told apart by the first byte), key and trust stores in PEM,
 //! PKCS#12 and JKS, ZooKeeper's `ssl.clientAuth`, protocols and cipher suites mapped onto
 //! rustls, the `x509` identity of a client certificate, and stores read again when their files
@@ -8,26 +8,31 @@
 //! - `store`: reading key and trust stores;
 //! - `verify`: client certificates as the JDK takes them (X.509 v1 included);
 //! - `dn`: a certificate subject in ZooKeeper's x509 id form (RFC 2253);
+//! - `quorum`: TLS between the servers of a cluster;
 //! - here: the rustls server config built from all that, its reloading, and the accepting of
 //!   a client connection up to the point where `connection` takes it over.
 
 pub mod dn;
+pub mod quorum;
 pub mod settings;
 mod store;
 mod verify;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::CertificateDer;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-pub use settings::{ClientAuth, Store, Tls};
+use settings::Protocols;
+pub use settings::{ClientAuth, QuorumTls, Store, Tls};
 pub use store::StoreError;
 
 use crate::config::InvalidConfig;
@@ -78,10 +83,10 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// The protocol versions and cipher suites `tls` asks for, as rustls has them; a value rustls
+/// The protocol versions and cipher suites `asked` for, as rustls has them; a value rustls
 /// lacks is an error that says what there is.
 pub(crate) fn versions_and_suites(
-    tls: &Tls,
+    asked: &Protocols<'_>,
 ) -> Result<
     (
         Vec<&'static SupportedProtocolVersion>,
@@ -89,30 +94,31 @@ pub(crate) fn versions_and_suites(
     ),
     InvalidConfig,
 > {
-    let allowed: &[&str] = match tls.protocol.as_str() {
+    let (zoo, toml) = (asked.zoo_cfg_prefix, asked.toml_prefix);
+    let allowed: &[&str] = match asked.protocol {
         "TLSv1.3" | "TLS" => &["TLSv1.3", "TLSv1.2"],
         "TLSv1.2" => &["TLSv1.2"],
         other => {
             return Err(InvalidConfig(format!(
-                "ssl.protocol (tls.protocol) {other:?}: Warden's TLS (rustls) does TLSv1.3 and \
-                 TLSv1.2 only"
+                "{zoo}protocol ({toml}protocol) {other:?}: Warden's TLS (rustls) does TLSv1.3 \
+                 and TLSv1.2 only"
             )));
         }
     };
     let mut versions = Vec::new();
-    let wanted: Vec<&str> = if tls.enabled_protocols.is_empty() {
+    let wanted: Vec<&str> = if asked.enabled.is_empty() {
         allowed.to_vec()
     } else {
-        tls.enabled_protocols.iter().map(String::as_str).collect()
+        asked.enabled.iter().map(String::as_str).collect()
     };
     for name in wanted {
         if !allowed.contains(&name) {
             return Err(InvalidConfig(format!(
-                "ssl.enabledProtocols (tls.enabled_protocols) names {name:?}, which {} does not \
-                 allow here: Warden's TLS (rustls) does TLSv1.3 and TLSv1.2 only, and \
-                 ssl.protocol={} allows {}",
-                tls.protocol,
-                tls.protocol,
+                "{zoo}enabledProtocols ({toml}enabled_protocols) names {name:?}, which {} does \
+                 not allow here: Warden's TLS (rustls) does TLSv1.3 and TLSv1.2 only, and \
+                 {zoo}protocol={} allows {}",
+                asked.protocol,
+                asked.protocol,
                 allowed.join(", ")
             )));
         }
@@ -122,14 +128,14 @@ pub(crate) fn versions_and_suites(
         });
     }
     let all = rustls::crypto::ring::ALL_CIPHER_SUITES;
-    let suites: Vec<SupportedCipherSuite> = if tls.cipher_suites.is_empty() {
+    let suites: Vec<SupportedCipherSuite> = if asked.cipher_suites.is_empty() {
         rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec()
     } else {
         let mut suites = Vec::new();
-        for name in &tls.cipher_suites {
+        for name in asked.cipher_suites {
             let suite = all.iter().find(|s| iana_name(s) == *name).ok_or_else(|| {
                 InvalidConfig(format!(
-                    "ssl.ciphersuites (tls.cipher_suites) names {name:?}, which Warden's TLS \
+                    "{zoo}ciphersuites ({toml}cipher_suites) names {name:?}, which Warden's TLS \
                      (rustls) does not have; it has {}",
                     all.iter().map(iana_name).collect::<Vec<_>>().join(", ")
                 ))
@@ -141,8 +147,8 @@ pub(crate) fn versions_and_suites(
     for version in &versions {
         if !suites.iter().any(|s| s.version() == *version) {
             return Err(InvalidConfig(format!(
-                "ssl.ciphersuites (tls.cipher_suites) names no suite for {}, which is enabled: \
-                 add one, or leave that protocol out of ssl.enabledProtocols",
+                "{zoo}ciphersuites ({toml}cipher_suites) names no suite for {}, which is \
+                 enabled: add one, or leave that protocol out of {zoo}enabledProtocols",
                 version_name(version)
             )));
         }
@@ -180,17 +186,23 @@ impl ResolvesServerCert for OneCert {
     }
 }
 
-/// The rustls server config `tls` describes, its files read now.
-fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
-    let (versions, suites) = versions_and_suites(tls)?;
+/// The crypto provider with the cipher suites `asked` for, and the versions to offer.
+fn provider(
+    asked: &Protocols<'_>,
+) -> Result<(Arc<CryptoProvider>, Vec<&'static SupportedProtocolVersion>), TlsError> {
+    let (versions, suites) = versions_and_suites(asked)?;
     let provider = Arc::new(CryptoProvider {
         cipher_suites: suites,
         ..rustls::crypto::ring::default_provider()
     });
-    let key_store = tls
-        .key_store
-        .as_ref()
-        .ok_or_else(|| InvalidConfig("TLS needs a key store (ssl.keyStore.location)".into()))?;
+    Ok((provider, versions))
+}
+
+/// The key and chain `key_store` holds, ready to be shown.
+fn certified_key(
+    provider: &CryptoProvider,
+    key_store: &Store,
+) -> Result<Arc<CertifiedKey>, TlsError> {
     let material = store::load_key(key_store).map_err(TlsError::KeyStore)?;
     let signing_key = provider
         .key_provider
@@ -201,38 +213,68 @@ fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
                 why: format!("the private key cannot sign: {e}"),
             })
         })?;
-    let certified = Arc::new(CertifiedKey::new(material.chain, signing_key));
+    Ok(Arc::new(CertifiedKey::new(material.chain, signing_key)))
+}
+
+/// The certificates `trust_store` holds, as trust anchors and as they were read.
+fn trust_anchors(
+    trust_store: &Store,
+) -> Result<(Arc<RootCertStore>, Vec<CertificateDer<'static>>), TlsError> {
+    let anchors = store::load_trust(trust_store).map_err(TlsError::TrustStore)?;
+    let mut roots = RootCertStore::empty();
+    for cert in &anchors {
+        roots.add(cert.clone()).map_err(|e| {
+            TlsError::TrustStore(StoreError::Bad {
+                path: trust_store.location.display().to_string(),
+                why: format!("a certificate cannot be a trust anchor: {e}"),
+            })
+        })?;
+    }
+    Ok((Arc::new(roots), anchors))
+}
+
+/// Checks the certificates of connecting clients or peers against `trust_store`; with
+/// `optional`, one that shows none is let in.
+fn client_verifier(
+    provider: &Arc<CryptoProvider>,
+    trust_store: &Store,
+    optional: bool,
+) -> Result<Arc<verify::ClientVerifier>, TlsError> {
+    let (roots, anchors) = trust_anchors(trust_store)?;
+    let mut webpki = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+    if optional {
+        webpki = webpki.allow_unauthenticated();
+    }
+    let webpki = webpki.build().map_err(|e| {
+        TlsError::TrustStore(StoreError::Bad {
+            path: trust_store.location.display().to_string(),
+            why: e.to_string(),
+        })
+    })?;
+    Ok(Arc::new(verify::ClientVerifier::new(
+        webpki,
+        anchors,
+        provider.signature_verification_algorithms,
+    )))
+}
+
+/// The rustls server config `tls` describes, its files read now.
+fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
+    let (provider, versions) = provider(&tls.protocols())?;
+    let key_store = tls
+        .key_store
+        .as_ref()
+        .ok_or_else(|| InvalidConfig("TLS needs a key store (ssl.keyStore.location)".into()))?;
+    let certified = certified_key(&provider, key_store)?;
     let builder =
         ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
     let builder = match (tls.client_auth, &tls.trust_store) {
         (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
-        (auth, Some(trust_store)) => {
-            let anchors = store::load_trust(trust_store).map_err(TlsError::TrustStore)?;
-            let mut roots = RootCertStore::empty();
-            for cert in &anchors {
-                roots.add(cert.clone()).map_err(|e| {
-                    TlsError::TrustStore(StoreError::Bad {
-                        path: trust_store.location.display().to_string(),
-                        why: format!("a certificate cannot be a trust anchor: {e}"),
-                    })
-                })?;
-            }
-            let mut webpki =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-            if auth == ClientAuth::Want {
-                webpki = webpki.allow_unauthenticated();
-            }
-            let webpki = webpki.build().map_err(|e| {
-                TlsError::TrustStore(StoreError::Bad {
-                    path: trust_store.location.display().to_string(),
-                    why: e.to_string(),
-                })
-            })?;
-            let algorithms = provider.signature_verification_algorithms;
-            builder.with_client_cert_verifier(Arc::new(verify::ClientVerifier::new(
-                webpki, anchors, algorithms,
-            )))
-        }
+        (auth, Some(trust_store)) => builder.with_client_cert_verifier(client_verifier(
+            &provider,
+            trust_store,
+            auth == ClientAuth::Want,
+        )?),
     };
     Ok(Arc::new(
         builder.with_cert_resolver(Arc::new(OneCert(certified))),
@@ -242,22 +284,69 @@ fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
 /// When a store file was last changed, and its size: what tells a changed file.
 type Stamp = Option<(SystemTime, u64)>;
 
-fn stamps(tls: &Tls) -> Vec<Stamp> {
-    tls.key_store
-        .iter()
-        .chain(&tls.trust_store)
-        .map(|s| {
-            std::fs::metadata(&s.location)
-                .ok()
-                .and_then(|m| Some((m.modified().ok()?, m.len())))
-        })
-        .collect()
+/// A TLS context built from store files, and built again from them when they change.
+struct Reloading<C> {
+    stores: Vec<PathBuf>,
+    current: Mutex<Arc<C>>,
+}
+
+impl<C> Reloading<C> {
+    fn new<'a>(stores: impl Iterator<Item = &'a Store>, built: Arc<C>) -> Reloading<C> {
+        Reloading {
+            stores: stores.map(|s| s.location.clone()).collect(),
+            current: Mutex::new(built),
+        }
+    }
+
+    fn get(&self) -> Arc<C> {
+        self.current
+            .lock()
+            .expect("tls config lock poisoned")
+            .clone()
+    }
+
+    fn stamps(&self) -> Vec<Stamp> {
+        self.stores
+            .iter()
+            .map(|path| {
+                std::fs::metadata(path)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())))
+            })
+            .collect()
+    }
+
+    /// Looks at the store files every second and, when one changed, builds the context
+    /// again: connections made after get the new key and trust; files that do not load leave
+    /// the old ones in place, with a log line. Runs until the server stops.
+    async fn follow(&self, what: &str, build: impl Fn() -> Result<Arc<C>, TlsError>) {
+        let interval = Duration::from_millis(settings::RELOAD_CHECK_INTERVAL_MS_DEFAULT.into());
+        let mut seen = self.stamps();
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = self.stamps();
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            match build() {
+                Ok(built) => {
+                    *self.current.lock().expect("tls config lock poisoned") = built;
+                    tracing::info!("{what}: key and trust stores changed: read again");
+                }
+                Err(e) => tracing::warn!(
+                    "{what}: key or trust store changed but cannot be used, keeping the \
+                     previous ones: {e}"
+                ),
+            }
+        }
+    }
 }
 
 /// The server's TLS: the current rustls config, replaced when the store files change.
 pub struct Acceptor {
     tls: Tls,
-    current: Mutex<Arc<ServerConfig>>,
+    current: Reloading<ServerConfig>,
 }
 
 impl Acceptor {
@@ -265,49 +354,23 @@ impl Acceptor {
     pub fn new(tls: &Tls) -> Result<Acceptor, TlsError> {
         Ok(Acceptor {
             tls: tls.clone(),
-            current: Mutex::new(build(tls)?),
+            current: Reloading::new(tls.key_store.iter().chain(&tls.trust_store), build(tls)?),
         })
     }
 
-    fn config(&self) -> Arc<ServerConfig> {
-        self.current
-            .lock()
-            .expect("tls config lock poisoned")
-            .clone()
-    }
-
-    /// With `reload_cert_files`, looks at the store files every second and, when one changed,
-    /// reads them all again: new connections get the new key and trust; a file that does not
-    /// load leaves the old ones in place, with a log line. Runs until the server stops.
+    /// With `reload_cert_files`, reads the store files again whenever they change (see
+    /// `Reloading::follow`). Runs until the server stops.
     pub async fn reload_on_change(self: Arc<Self>) {
-        if !self.tls.reload_cert_files {
-            return;
-        }
-        let interval = Duration::from_millis(settings::RELOAD_CHECK_INTERVAL_MS_DEFAULT.into());
-        let mut seen = stamps(&self.tls);
-        loop {
-            tokio::time::sleep(interval).await;
-            let now = stamps(&self.tls);
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            match build(&self.tls) {
-                Ok(config) => {
-                    *self.current.lock().expect("tls config lock poisoned") = config;
-                    tracing::info!("TLS key and trust stores changed: read again");
-                }
-                Err(e) => tracing::warn!(
-                    "TLS key or trust store changed but cannot be used, keeping the previous \
-                     ones: {e}"
-                ),
-            }
+        if self.tls.reload_cert_files {
+            self.current
+                .follow("TLS for clients", || build(&self.tls))
+                .await;
         }
     }
 
     /// The TLS handshake on an accepted connection, within the handshake timeout.
     async fn handshake(&self, stream: TcpStream, peer: SocketAddr) -> Option<ClientStream> {
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.config());
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.current.get());
         let limit = Duration::from_millis(self.tls.handshake_timeout_ms.into());
         let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
             Ok(Ok(stream)) => stream,
@@ -356,24 +419,36 @@ impl Acceptor {
     /// otherwise (ZooKeeper's `client.portUnification`).
     pub async fn unified(&self, stream: TcpStream, peer: SocketAddr) -> Option<ClientStream> {
         let limit = Duration::from_millis(self.tls.handshake_timeout_ms.into());
-        let mut first = [0u8; 1];
-        match tokio::time::timeout(limit, stream.peek(&mut first)).await {
-            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => self.handshake(stream, peer).await,
-            Ok(Ok(1)) => Some(ClientStream::plain(stream)),
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => {
+        match opens_with_tls(&stream, limit).await {
+            Ok(true) => self.handshake(stream, peer).await,
+            Ok(false) => Some(ClientStream::plain(stream)),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                tracing::warn!(%peer, "closing connection: {e}");
+                None
+            }
+            Err(e) => {
                 tracing::debug!(%peer, "connection closed before its first byte: {e}");
                 None
             }
-            Err(_) => {
-                tracing::warn!(
-                    %peer,
-                    "closing connection: no first byte within {} ms to tell TLS from plain",
-                    limit.as_millis()
-                );
-                None
-            }
         }
+    }
+}
+
+/// Whether a connection on a port that takes TLS and plain both opens with a TLS handshake,
+/// told by its first byte, waited for at most `limit`.
+pub(crate) async fn opens_with_tls(stream: &TcpStream, limit: Duration) -> std::io::Result<bool> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(limit, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => Ok(first[0] == TLS_HANDSHAKE_RECORD),
+        Ok(Ok(_)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no first byte within {} ms to tell TLS from plain",
+                limit.as_millis()
+            ),
+        )),
     }
 }
 

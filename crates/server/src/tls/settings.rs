@@ -1,6 +1,7 @@
-//! The TLS settings of the client ports, as Warden's TOML `[tls]` table holds them; zoo.cfg's
-//! `secureClientPort`, `ssl.*` and `client.*` keys are read into the same struct
-//! (`crate::zoo_cfg`). docs/security.md says what each does.
+//! The TLS settings of the client ports, as Warden's TOML `[tls]` table holds them, and of the
+//! quorum port, as its `[quorum_tls]` table holds them; zoo.cfg's `secureClientPort`, `ssl.*`,
+//! `client.*`, `sslQuorum`, `portUnification` and `ssl.quorum.*` keys are read into the same
+//! structs (`crate::zoo_cfg`). docs/security.md says what each does.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -131,8 +132,125 @@ impl Tls {
         }
         // The protocols and suites are checked against rustls here, so that --check-config
         // catches them.
-        crate::tls::versions_and_suites(self).map(|_| ())
+        crate::tls::versions_and_suites(&self.protocols()).map(|_| ())
     }
+
+    pub(crate) fn protocols(&self) -> Protocols<'_> {
+        Protocols {
+            protocol: &self.protocol,
+            enabled: &self.enabled_protocols,
+            cipher_suites: &self.cipher_suites,
+            zoo_cfg_prefix: "ssl.",
+            toml_prefix: "tls.",
+        }
+    }
+}
+
+/// TLS between the servers of a cluster (ZooKeeper's quorum TLS, docs/security.md). Its key
+/// material is also the admin HTTP server's when that serves HTTPS, as ZooKeeper's is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuorumTls {
+    /// Whether this server dials its peers over TLS, and takes only TLS peers unless
+    /// `port_unification` (zoo.cfg: `sslQuorum`).
+    pub enabled: bool,
+    /// Whether the quorum port takes TLS and plain peers both, told apart by their first byte:
+    /// the middle step of a rolling switch to or from TLS (zoo.cfg: `portUnification`).
+    pub port_unification: bool,
+    /// This server's key and certificate, shown to the peers it dials and to those that dial
+    /// it (`ssl.quorum.keyStore.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_store: Option<Store>,
+    /// The certificates a peer's certificate must chain to (`ssl.quorum.trustStore.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust_store: Option<Store>,
+    /// As `tls.protocol` (`ssl.quorum.protocol`).
+    pub protocol: String,
+    /// As `tls.enabled_protocols` (`ssl.quorum.enabledProtocols`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub enabled_protocols: Vec<String>,
+    /// As `tls.cipher_suites` (`ssl.quorum.ciphersuites`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cipher_suites: Vec<String>,
+    /// Whether a server checks that the certificate of the peer it dials names the host it
+    /// dialed, by DNS name or IP address (`ssl.quorum.hostnameVerification`, true as in
+    /// ZooKeeper).
+    pub hostname_verification: bool,
+    /// Whether changed store files are read again without a restart
+    /// (`sslQuorumReloadCertFiles`); connections made after get the new files.
+    pub reload_cert_files: bool,
+    /// Bound on a peer's TLS handshake, and on the unified port's wait for a first byte
+    /// (`ssl.quorum.handshakeDetectionTimeoutMillis`).
+    pub handshake_timeout_ms: u32,
+}
+
+impl Default for QuorumTls {
+    fn default() -> Self {
+        QuorumTls {
+            enabled: false,
+            port_unification: false,
+            key_store: None,
+            trust_store: None,
+            protocol: "TLSv1.3".to_owned(),
+            enabled_protocols: Vec::new(),
+            cipher_suites: Vec::new(),
+            hostname_verification: true,
+            reload_cert_files: false,
+            handshake_timeout_ms: HANDSHAKE_TIMEOUT_MS_DEFAULT,
+        }
+    }
+}
+
+impl QuorumTls {
+    /// Whether a peer connection may be TLS, so that the key material is needed.
+    pub fn in_use(&self) -> bool {
+        self.enabled || self.port_unification
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), InvalidConfig> {
+        if !self.in_use() {
+            return Ok(());
+        }
+        if self.key_store.is_none() || self.trust_store.is_none() {
+            return Err(InvalidConfig(
+                "TLS between servers (quorum_tls.enabled or quorum_tls.port_unification; \
+                 zoo.cfg sslQuorum or portUnification) needs a key store and a trust store \
+                 (quorum_tls.key_store and quorum_tls.trust_store; zoo.cfg \
+                 ssl.quorum.keyStore.location and ssl.quorum.trustStore.location): every \
+                 server shows its certificate to the other and checks the other's"
+                    .into(),
+            ));
+        }
+        if self.handshake_timeout_ms == 0 {
+            return Err(InvalidConfig(
+                "quorum_tls.handshake_timeout_ms must be at least 1".into(),
+            ));
+        }
+        for store in self.key_store.iter().chain(&self.trust_store) {
+            store.store_type()?;
+        }
+        crate::tls::versions_and_suites(&self.protocols()).map(|_| ())
+    }
+
+    pub(crate) fn protocols(&self) -> Protocols<'_> {
+        Protocols {
+            protocol: &self.protocol,
+            enabled: &self.enabled_protocols,
+            cipher_suites: &self.cipher_suites,
+            zoo_cfg_prefix: "ssl.quorum.",
+            toml_prefix: "quorum_tls.",
+        }
+    }
+}
+
+/// The protocol versions and cipher suites a TLS context is asked for, with the names of the
+/// settings that ask, for error messages.
+pub(crate) struct Protocols<'a> {
+    pub protocol: &'a str,
+    pub enabled: &'a [String],
+    pub cipher_suites: &'a [String],
+    pub zoo_cfg_prefix: &'static str,
+    pub toml_prefix: &'static str,
 }
 
 /// A key or trust store file.

@@ -602,7 +602,7 @@ fn settings_warden_does_not_honour_warn() {
         "ssl.sslProvider=OPENSSL",
         "skipACL=yes",
         "localSessionsEnabled=true",
-        "sslQuorum=true",
+        "ssl.quorum.sslProvider=OPENSSL",
         "quorum.auth.enableSasl=true",
         "quorumListenOnAllIPs=true",
         "allowSaslFailedClients=true",
@@ -676,6 +676,61 @@ fn tls_settings_are_read_as_zookeeper_reads_them() {
         .unwrap();
     assert_eq!(c.client_listen.to_string(), "127.0.0.1:2281");
     assert!(c.tls.client_listen_tls_only && c.tls.secure_client_listen.is_none());
+}
+
+#[test]
+fn quorum_tls_settings_are_read_as_zookeeper_reads_them() {
+    let c = config(
+        "sslQuorum=true\nportUnification=true\nsslQuorumReloadCertFiles=true\n\
+         ssl.quorum.keyStore.location=/etc/zk/quorum.p12\nssl.quorum.keyStore.password=qpw\n\
+         ssl.quorum.trustStore.location=/etc/zk/quorum-ca.jks\n\
+         ssl.quorum.trustStore.password=tpw\nssl.quorum.protocol=TLSv1.2\n\
+         zookeeper.ssl.quorum.enabledProtocols=TLSv1.2\n\
+         ssl.quorum.ciphersuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n\
+         ssl.quorum.hostnameVerification=false\nssl.quorum.clientAuth=need\n\
+         ssl.quorum.handshakeDetectionTimeoutMillis=1500\n\
+         ssl.keyStore.location=/etc/zk/client.pem\n",
+    );
+    let q = &c.quorum_tls;
+    assert!(q.enabled && q.port_unification && q.reload_cert_files);
+    assert!(!q.hostname_verification);
+    let key = q.key_store.as_ref().unwrap();
+    assert_eq!(key.location, std::path::Path::new("/etc/zk/quorum.p12"));
+    assert_eq!(key.password.as_deref(), Some("qpw"));
+    let trust = q.trust_store.as_ref().unwrap();
+    assert_eq!(trust.password.as_deref(), Some("tpw"));
+    assert_eq!(
+        (q.protocol.as_str(), q.handshake_timeout_ms),
+        ("TLSv1.2", 1500)
+    );
+    assert_eq!(q.enabled_protocols, ["TLSv1.2"]);
+    assert_eq!(q.cipher_suites, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]);
+    // The client ports' keys stay theirs.
+    assert_eq!(
+        c.tls.key_store.unwrap().location,
+        std::path::Path::new("/etc/zk/client.pem")
+    );
+    assert!(!config("").quorum_tls.in_use());
+    for (line, why) in [
+        ("ssl.quorum.clientAuth=want", "only need"),
+        ("ssl.quorum.crl=true", "no CRLs"),
+        (
+            "ssl.quorum.context.supplier.class=x.Y",
+            "builds its TLS context",
+        ),
+    ] {
+        let err = Scratch::new()
+            .load(&format!("dataDir=@DIR@/data\nclientPort=2181\n{line}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(why), "{line}: {err}");
+    }
+    // Quorum TLS without its stores is refused at the start, saying what is missing.
+    let err = Scratch::new()
+        .load("dataDir=@DIR@/data\nclientPort=2181\nsslQuorum=true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ssl.quorum.keyStore.location"), "{err}");
 }
 
 #[test]

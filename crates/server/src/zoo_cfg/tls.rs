@@ -1,6 +1,9 @@
-//! zoo.cfg's TLS keys for the client ports, read as ZooKeeper 3.9 reads them
+//! zoo.cfg's TLS keys, read as ZooKeeper 3.9 reads them: for the client ports
 //! (`QuorumPeerConfig` for `secureClientPort`/`secureClientPortAddress`; `X509Util` and
-//! `ClientX509Util` for the `ssl.*` and `client.*` system properties) into [`crate::tls::Tls`].
+//! `ClientX509Util` for the `ssl.*` and `client.*` system properties) into
+//! [`crate::tls::Tls`], and between servers (`QuorumPeerConfig` for `sslQuorum`,
+//! `portUnification` and `sslQuorumReloadCertFiles`; `QuorumX509Util` for `ssl.quorum.*`) into
+//! [`crate::tls::QuorumTls`].
 
 use std::path::PathBuf;
 
@@ -16,6 +19,8 @@ pub(super) struct TlsKeys {
     secure_address: Option<At<String>>,
     key_store: StoreKeys,
     trust_store: StoreKeys,
+    quorum_key_store: StoreKeys,
+    quorum_trust_store: StoreKeys,
 }
 
 #[derive(Debug, Default)]
@@ -26,6 +31,25 @@ struct StoreKeys {
     kind: Option<String>,
 }
 
+impl StoreKeys {
+    /// One `<store>.<field>` key; false if `field` is not one.
+    fn set(&mut self, field: &str, p: &Property) -> bool {
+        match field {
+            "location" => self.location = Some(PathBuf::from(&p.value)),
+            "password" => self.password = Some(p.value.clone()),
+            "passwordPath" => {
+                self.password_path = Some(At {
+                    value: PathBuf::from(&p.value),
+                    line: p.line,
+                })
+            }
+            "type" => self.kind = Some(p.value.clone()),
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl Reader<'_> {
     /// A top-level TLS key; false if `key` is not one.
     pub(super) fn tls_key(&mut self, key: &str, p: &Property) -> Result<bool, ConfigError> {
@@ -33,6 +57,11 @@ impl Reader<'_> {
             "secureClientPort" => self.tls.secure_port = Some(self.at(p, self.port(p, 0)?)),
             "secureClientPortAddress" => {
                 self.tls.secure_address = Some(self.at(p, self.host(p)?));
+            }
+            "sslQuorum" => self.config.quorum_tls.enabled = self.boolean(p)?,
+            "portUnification" => self.config.quorum_tls.port_unification = self.boolean(p)?,
+            "sslQuorumReloadCertFiles" => {
+                self.config.quorum_tls.reload_cert_files = self.boolean(p)?;
             }
             _ => return Ok(false),
         }
@@ -42,6 +71,9 @@ impl Reader<'_> {
     /// A TLS system property (`zookeeper.` prefix already taken off); false if `name` is not
     /// one.
     pub(super) fn tls_property(&mut self, name: &str, p: &Property) -> Result<bool, ConfigError> {
+        if let Some(rest) = name.strip_prefix("ssl.quorum.") {
+            return self.quorum_tls_property(rest, p);
+        }
         match name {
             "client.portUnification" => self.config.tls.port_unification = self.boolean(p)?,
             "client.certReload" => self.config.tls.reload_cert_files = self.boolean(p)?,
@@ -100,17 +132,70 @@ impl Reader<'_> {
                 else {
                     return Ok(false);
                 };
-                match field {
-                    "location" => store.location = Some(PathBuf::from(&p.value)),
-                    "password" => store.password = Some(p.value.clone()),
-                    "passwordPath" => {
-                        store.password_path = Some(At {
-                            value: PathBuf::from(&p.value),
-                            line: p.line,
-                        })
-                    }
-                    "type" => store.kind = Some(p.value.clone()),
-                    _ => self.warn(p, WarningKind::UnknownKey),
+                if !store.set(field, p) {
+                    self.warn(p, WarningKind::UnknownKey);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// An `ssl.quorum.*` system property, `rest` what follows the prefix.
+    fn quorum_tls_property(&mut self, rest: &str, p: &Property) -> Result<bool, ConfigError> {
+        match rest {
+            "protocol" => self.config.quorum_tls.protocol = p.value.clone(),
+            "enabledProtocols" => self.config.quorum_tls.enabled_protocols = list(&p.value),
+            "ciphersuites" => self.config.quorum_tls.cipher_suites = list(&p.value),
+            "hostnameVerification" => {
+                self.config.quorum_tls.hostname_verification = self.boolean(p)?;
+            }
+            "handshakeDetectionTimeoutMillis" => {
+                self.config.quorum_tls.handshake_timeout_ms =
+                    self.decoded_int(p, 1, i32::MAX.into())? as u32;
+            }
+            "clientAuth" => {
+                if ClientAuth::parse(&p.value) != Some(ClientAuth::Need) {
+                    return Err(self.bad(
+                        p,
+                        "only need: servers always check each other's certificates",
+                    ));
+                }
+            }
+            "allowReverseDnsLookup" => {
+                self.boolean(p)?;
+            }
+            "clientHostnameVerification" | "crl" | "ocsp" => {
+                if self.boolean(p)? {
+                    return Err(self.bad(
+                        p,
+                        "not supported: Warden checks a peer's certificate against the trust \
+                         store, its validity period and, when it dials the peer, its host name \
+                         (no CRLs or OCSP)",
+                    ));
+                }
+            }
+            "sslProvider" => {
+                if !p.value.eq_ignore_ascii_case("JDK") {
+                    self.unsupported(p, "other TLS providers; Warden's TLS is rustls");
+                }
+            }
+            "context.supplier.class" => {
+                return Err(self.bad(p, "not supported: Warden builds its TLS context itself"));
+            }
+            _ => {
+                let Some((store, field)) = rest
+                    .strip_prefix("keyStore.")
+                    .map(|f| (&mut self.tls.quorum_key_store, f))
+                    .or_else(|| {
+                        rest.strip_prefix("trustStore.")
+                            .map(|f| (&mut self.tls.quorum_trust_store, f))
+                    })
+                else {
+                    self.warn(p, WarningKind::UnknownKey);
+                    return Ok(true);
+                };
+                if !store.set(field, p) {
+                    self.warn(p, WarningKind::UnknownKey);
                 }
             }
         }
@@ -150,6 +235,10 @@ impl Reader<'_> {
         }
         self.config.tls.key_store = self.store(keys.key_store, "ssl.keyStore")?;
         self.config.tls.trust_store = self.store(keys.trust_store, "ssl.trustStore")?;
+        self.config.quorum_tls.key_store =
+            self.store(keys.quorum_key_store, "ssl.quorum.keyStore")?;
+        self.config.quorum_tls.trust_store =
+            self.store(keys.quorum_trust_store, "ssl.quorum.trustStore")?;
         Ok(())
     }
 

@@ -126,6 +126,11 @@ impl Member {
         format!("127.0.0.1:{}", self.client_port)
     }
 
+    /// Where the other members reach it (its quorum port).
+    pub fn quorum_address(&self) -> String {
+        format!("127.0.0.1:{}", self.quorum_port)
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
     }

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod http;
+pub mod pki;
 pub mod proxy;
 pub mod servers;
 pub mod warden;
