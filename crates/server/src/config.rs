@@ -295,6 +295,22 @@ pub struct Admin {
     pub command_url: String,
     /// How long an idle admin connection is kept open (admin.idleTimeout).
     pub idle_timeout_ms: u32,
+    /// Plain HTTP, HTTPS only (admin.forceHttps), or both on one port told apart by the first
+    /// byte (admin.portUnification). HTTPS uses the `[quorum_tls]` key store, as ZooKeeper's
+    /// AdminServer uses `ssl.quorum.*`.
+    pub https: AdminHttps,
+    /// Whether an HTTPS client must show a certificate that chains to the quorum trust store
+    /// (admin.needClientAuth).
+    pub need_client_auth: bool,
+}
+
+/// Whether the admin server speaks HTTPS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminHttps {
+    Off,
+    Only,
+    Either,
 }
 
 impl Default for Admin {
@@ -305,6 +321,8 @@ impl Default for Admin {
             listen_default: HostPort::new("127.0.0.1", ADMIN_PORT_DEFAULT),
             command_url: ADMIN_COMMAND_URL_DEFAULT.to_owned(),
             idle_timeout_ms: ADMIN_IDLE_TIMEOUT_MS_DEFAULT,
+            https: AdminHttps::Off,
+            need_client_auth: false,
         }
     }
 }
@@ -625,6 +643,31 @@ impl Config {
         self.auth.validate(self.tls.x509_available())?;
         self.tls.validate()?;
         self.quorum_tls.validate()?;
+        if self.admin.enabled && self.admin.https != AdminHttps::Off {
+            if self.quorum_tls.key_store.is_none() {
+                return Err(InvalidConfig(
+                    "HTTPS for the admin server (admin.forceHttps or admin.portUnification; TOML \
+                     admin.https) needs the quorum key store (ssl.quorum.keyStore.location; \
+                     TOML quorum_tls.key_store), as ZooKeeper's AdminServer"
+                        .into(),
+                ));
+            }
+            if self.admin.need_client_auth && self.quorum_tls.trust_store.is_none() {
+                return Err(InvalidConfig(
+                    "admin.needClientAuth needs the quorum trust store \
+                     (ssl.quorum.trustStore.location; TOML quorum_tls.trust_store)"
+                        .into(),
+                ));
+            }
+            for store in self
+                .quorum_tls
+                .key_store
+                .iter()
+                .chain(&self.quorum_tls.trust_store)
+            {
+                store.store_type()?;
+            }
+        }
         self.cluster.validate()
     }
 

@@ -259,6 +259,8 @@ pub enum StartError {
 pub struct Preflight {
     pub tls: Option<tls::Acceptor>,
     pub transport: Transport,
+    /// The admin server's HTTPS context, when it serves HTTPS.
+    pub admin_tls: Option<Arc<rustls::ServerConfig>>,
     pub sasl_users: Option<auth::jaas::Users>,
 }
 
@@ -274,9 +276,19 @@ pub fn preflight(config: &Config) -> Result<Preflight, StartError> {
             why,
         })?;
     }
+    let admin = &config.admin;
+    let admin_tls = if admin.enabled && admin.https != crate::config::AdminHttps::Off {
+        Some(tls::quorum::https_config(
+            &config.quorum_tls,
+            admin.need_client_auth,
+        )?)
+    } else {
+        None
+    };
     Ok(Preflight {
         tls,
         transport: Transport::new(&config.quorum_tls)?,
+        admin_tls,
         sasl_users: auth::sasl_users(&config.auth)?,
     })
 }
@@ -340,6 +352,7 @@ impl Server {
         let Preflight {
             tls,
             transport,
+            admin_tls,
             sasl_users,
         } = preflight(&config)?;
         let transport = Arc::new(transport);
@@ -516,6 +529,7 @@ impl Server {
             tasks.push(tokio::spawn(admin::http::serve(
                 ctx.clone(),
                 admin_listener,
+                admin_tls,
             )));
         }
         if let Some(metrics_listener) = metrics_listener {

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use warden_proto::frame::FOUR_LETTER_WORDS;
 
 use crate::config::{
-    ADMIN_PORT_DEFAULT, Config, ConfigError, HostPort, InvalidConfig, Member, Role,
+    ADMIN_PORT_DEFAULT, AdminHttps, Config, ConfigError, HostPort, InvalidConfig, Member, Role,
     SESSION_TIMEOUT_TICKS_MAX, SESSION_TIMEOUT_TICKS_MIN, SNAPSHOT_INTERVAL_TXNS_MIN,
     SNAPSHOTS_RETAINED_COUNT_MIN, WILDCARD_HOST,
 };
@@ -173,6 +173,8 @@ struct Reader<'a> {
     four_letter_words: Vec<String>,
     admin_enabled: bool,
     admin_host: Option<String>,
+    admin_force_https: bool,
+    admin_port_unification: bool,
     admin_port: Option<u16>,
     admin_command_url: Option<String>,
     admin_idle_timeout_ms: Option<u32>,
@@ -212,6 +214,8 @@ impl<'a> Reader<'a> {
             four_letter_words: vec!["srvr".to_string()],
             admin_enabled: true,
             admin_host: None,
+            admin_force_https: false,
+            admin_port_unification: false,
             admin_port: None,
             admin_command_url: None,
             admin_idle_timeout_ms: None,
@@ -461,6 +465,9 @@ impl<'a> Reader<'a> {
                 let ms = self.decoded_int(p, 1, i32::MAX.into())? as u32;
                 self.admin_idle_timeout_ms = Some(ms);
             }
+            "admin.forceHttps" => self.admin_force_https = self.boolean(p)?,
+            "admin.portUnification" => self.admin_port_unification = self.boolean(p)?,
+            "admin.needClientAuth" => self.config.admin.need_client_auth = self.boolean(p)?,
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;
             }
@@ -767,6 +774,14 @@ impl<'a> Reader<'a> {
         if let Some(ms) = self.admin_idle_timeout_ms {
             admin.idle_timeout_ms = ms;
         }
+        // As ZooKeeper's JettyAdminServer: forceHttps wins over portUnification.
+        admin.https = if self.admin_force_https {
+            AdminHttps::Only
+        } else if self.admin_port_unification {
+            AdminHttps::Either
+        } else {
+            AdminHttps::Off
+        };
         // As ZooKeeper: a metrics endpoint only with the Prometheus provider, on
         // 0.0.0.0:7000 unless the file names an address or port. Only a named one is fatal
         // when taken.

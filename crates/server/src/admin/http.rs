@@ -1,6 +1,8 @@
 //! The admin HTTP server, on the server's tokio runtime: ZooKeeper's AdminServer
 //! (`GET <commandURL>` lists the commands, `GET <commandURL>/<name>` runs one), ClickHouse
-//! Keeper's `/ready`, and `/health` for load balancers and liveness probes (docs/admin.md).
+//! Keeper's `/ready`, and `/health` for load balancers and liveness probes (docs/admin.md);
+//! over HTTP, HTTPS, or both on one port as ZooKeeper's `admin.forceHttps` and
+//! `admin.portUnification` say.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::commands::{self, COMMANDS};
 use super::json::Json;
-use crate::config::Admin;
+use crate::config::{Admin, AdminHttps};
 use crate::server::Context;
 
 /// Admin connections served at once; more wait in the listen backlog. Monitoring polls with a
@@ -48,23 +50,95 @@ pub async fn bind(admin: &Admin) -> std::io::Result<Option<TcpListener>> {
     }
 }
 
-/// Serves admin requests on `listener` until the task is aborted.
-pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
+/// Whether connections are HTTP, HTTPS, or either.
+#[derive(Clone)]
+pub(super) enum Scheme {
+    Http,
+    Https(Arc<rustls::ServerConfig>),
+    /// Told apart by the first byte.
+    Either(Arc<rustls::ServerConfig>),
+}
+
+/// Serves admin requests on `listener` until the task is aborted; over HTTPS too with `tls`
+/// (as `admin.https` says).
+pub async fn serve(
+    ctx: Arc<Context>,
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let addr = listener.local_addr().ok();
     let url = ctx.config.admin.command_url.clone();
     let idle = Duration::from_millis(u64::from(ctx.config.admin.idle_timeout_ms));
-    tracing::info!(?addr, commands = %url, "serving admin HTTP");
-    serve_app(listener, router(ctx, &url), idle, "an admin connection").await;
+    let scheme = match (ctx.config.admin.https, tls) {
+        (AdminHttps::Only, Some(tls)) => Scheme::Https(tls),
+        (AdminHttps::Either, Some(tls)) => Scheme::Either(tls),
+        _ => Scheme::Http,
+    };
+    tracing::info!(?addr, commands = %url, https = ?ctx.config.admin.https, "serving admin HTTP");
+    let app = router(ctx, &url);
+    serve_app(listener, app, scheme, idle, "an admin connection").await;
 }
 
-/// Serves `app` on `listener`, at most [`ADMIN_CONNECTIONS_MAX`] connections at once, each
-/// closed after `idle` without a request; `what` names a connection in logs.
+/// Anything hyper can serve a connection over: a socket, or TLS over one.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
+
+/// The connection as `scheme` takes it: the TLS handshake done (within `limit`) for an HTTPS
+/// one, and whether it is. None: closed, with a log line.
+async fn open(
+    stream: tokio::net::TcpStream,
+    scheme: &Scheme,
+    limit: Duration,
+    peer: std::net::SocketAddr,
+    what: &str,
+) -> Option<(Box<dyn Io>, bool)> {
+    let tls = match scheme {
+        Scheme::Http => return Some((Box::new(stream), false)),
+        Scheme::Https(tls) => tls,
+        Scheme::Either(tls) => match crate::tls::opens_with_tls(&stream, limit).await {
+            Ok(true) => tls,
+            Ok(false) => return Some((Box::new(stream), false)),
+            Err(e) => {
+                tracing::debug!(%peer, "{what} ended before its first byte: {e}");
+                return None;
+            }
+        },
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
+    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some((Box::new(stream), true)),
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, "closing {what}: TLS handshake failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "closing {what}: TLS handshake not done within {limit:?}");
+            None
+        }
+    }
+}
+
+/// Jetty's HSTS header on HTTPS responses (ZooKeeper: max-age one day).
+async fn strict_transport_security(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        header::HeaderValue::from_static("max-age=86400"),
+    );
+    response
+}
+
+/// Serves `app` on `listener` as `scheme` says, at most [`ADMIN_CONNECTIONS_MAX`] connections
+/// at once, each closed after `idle` without a request; `what` names a connection in logs.
 pub(super) async fn serve_app(
     listener: TcpListener,
     app: Router,
+    scheme: Scheme,
     idle: Duration,
     what: &'static str,
 ) {
+    let https_app = app
+        .clone()
+        .layer(axum::middleware::map_response(strict_transport_security));
     let permits = Arc::new(Semaphore::new(ADMIN_CONNECTIONS_MAX));
     loop {
         let permit = permits
@@ -73,8 +147,12 @@ pub(super) async fn serve_app(
             .await
             .expect("the semaphore is never closed");
         let (stream, peer) = crate::server::accept(&listener, what).await;
-        let service = TowerToHyperService::new(app.clone());
+        let (app, https_app, scheme) = (app.clone(), https_app.clone(), scheme.clone());
         tokio::spawn(async move {
+            let Some((stream, secure)) = open(stream, &scheme, idle, peer, what).await else {
+                return;
+            };
+            let service = TowerToHyperService::new(if secure { https_app } else { app });
             let mut http = hyper::server::conn::http1::Builder::new();
             // Jetty's idle timeout: hyper times the wait for each request's headers, which
             // is the time a kept-alive connection sits idle.

@@ -126,7 +126,14 @@ pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(ctx);
-    http::serve_app(listener, app, IDLE_TIMEOUT, "a metrics connection").await;
+    http::serve_app(
+        listener,
+        app,
+        http::Scheme::Http,
+        IDLE_TIMEOUT,
+        "a metrics connection",
+    )
+    .await;
 }
 
 async fn metrics(State(ctx): State<Arc<Context>>) -> Response {

@@ -151,6 +151,43 @@ fn build(settings: &QuorumTls) -> Result<Arc<Contexts>, TlsError> {
     }))
 }
 
+/// The admin HTTP server's HTTPS context. Its key store is the quorum one, as ZooKeeper's
+/// AdminServer's is; with `need_client_auth` (`admin.needClientAuth`) a client must show a
+/// certificate that chains to the quorum trust store.
+pub fn https_config(
+    settings: &QuorumTls,
+    need_client_auth: bool,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let key_store = settings.key_store.as_ref().ok_or_else(|| {
+        InvalidConfig(
+            "HTTPS for the admin server needs ssl.quorum.keyStore.location (TOML: \
+             quorum_tls.key_store), the key store ZooKeeper's AdminServer uses"
+                .into(),
+        )
+    })?;
+    let (provider, versions) = provider(&settings.protocols())?;
+    let certified = certified_key(&provider, key_store)?;
+    let builder =
+        ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
+    let builder = match (&settings.trust_store, need_client_auth) {
+        (_, false) => builder.with_no_client_auth(),
+        (Some(trust_store), true) => {
+            builder.with_client_cert_verifier(client_verifier(&provider, trust_store, false)?)
+        }
+        (None, true) => {
+            return Err(InvalidConfig(
+                "admin.needClientAuth needs ssl.quorum.trustStore.location (TOML: \
+                 quorum_tls.trust_store)"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(OneCert(certified)));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// Splits a TLS stream into the boxed halves the peer protocol reads and writes.
 fn halves<S: AsyncRead + AsyncWrite + Send + Sync + 'static>(stream: S) -> (PeerRead, PeerWrite) {
     let (read, write) = tokio::io::split(stream);

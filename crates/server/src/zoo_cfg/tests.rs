@@ -711,6 +711,21 @@ fn quorum_tls_settings_are_read_as_zookeeper_reads_them() {
         std::path::Path::new("/etc/zk/client.pem")
     );
     assert!(!config("").quorum_tls.in_use());
+    // The admin server's HTTPS, with the quorum key material: forceHttps wins.
+    use crate::config::AdminHttps;
+    assert_eq!(config("").admin.https, AdminHttps::Off);
+    let stores = "ssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem\n";
+    let c = config(&format!(
+        "admin.portUnification=true\nadmin.needClientAuth=true\n{stores}"
+    ));
+    assert_eq!(
+        (c.admin.https, c.admin.need_client_auth),
+        (AdminHttps::Either, true)
+    );
+    let c = config(&format!(
+        "admin.portUnification=true\nzookeeper.admin.forceHttps=true\n{stores}"
+    ));
+    assert_eq!(c.admin.https, AdminHttps::Only);
     for (line, why) in [
         ("ssl.quorum.clientAuth=want", "only need"),
         ("ssl.quorum.crl=true", "no CRLs"),

@@ -34,8 +34,19 @@ pub fn request(
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Reply> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    request_over(s, addr, method, path, headers)
+}
+
+/// [`request`] over a connection already made (a TLS one, say) to `addr`.
+pub fn request_over(
+    mut s: impl Read + Write,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+) -> std::io::Result<Reply> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for h in headers {
         head.push_str(h);

@@ -1,0 +1,158 @@
+//! The admin server over HTTPS, as ZooKeeper's AdminServer serves it (`admin.forceHttps`,
+//! `admin.portUnification`, `admin.needClientAuth`, with the `ssl.quorum.*` key material), on a
+//! real `warden server`, with certificates made by openssl and a rustls client.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use support::http::{self, Reply};
+use support::pki::Pki;
+use support::servers::temp_dir;
+use support::warden::Warden;
+
+fn pki() -> Pki {
+    let pki = Pki::empty(&temp_dir("admin-https-pki"));
+    pki.ca("ca", "Admin CA");
+    std::fs::write(pki.path("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(pki.path("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    pki.leaf("server", "ca", "/CN=admin", Some("server.ext"), "30");
+    pki.leaf("operator", "ca", "/CN=operator", Some("client.ext"), "30");
+    pki
+}
+
+fn https_lines(pki: &Pki, mode: &str) -> String {
+    format!(
+        "{mode}\nssl.quorum.keyStore.location={}\nssl.quorum.trustStore.location={}\n",
+        pki.path("server-bundle.pem").display(),
+        pki.path("ca.pem").display()
+    )
+}
+
+/// `GET path` over TLS, trusting the test CA, showing the certificate `identity` if any.
+fn get_tls(
+    pki: &Pki,
+    addr: SocketAddr,
+    path: &str,
+    identity: Option<&str>,
+) -> std::io::Result<Reply> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(pki.path("ca.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(name) => {
+            let chain = CertificateDer::pem_file_iter(pki.path(&format!("{name}.pem")))
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+            let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{name}.key"))).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let socket = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+    http::request_over(
+        rustls::StreamOwned::new(connection, socket),
+        addr,
+        "GET",
+        path,
+        &[],
+    )
+}
+
+fn assert_ruok(reply: &Reply) {
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert!(reply.body.contains("\"command\" : \"ruok\""), "{reply:?}");
+}
+
+#[test]
+fn force_https_serves_https_only_with_hsts() {
+    let pki = pki();
+    let warden = Warden::start(&https_lines(&pki, "admin.forceHttps=true"));
+    let reply = get_tls(&pki, warden.admin_addr(), "/commands/ruok", None).unwrap();
+    assert_ruok(&reply);
+    assert_eq!(
+        reply.header("strict-transport-security"),
+        Some("max-age=86400")
+    );
+    // A plain HTTP request gets no HTTP answer (at most a TLS alert), and a log line.
+    let mut plain = TcpStream::connect(warden.admin_addr()).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain
+        .write_all(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer);
+    assert!(!answer.starts_with(b"HTTP/"), "{answer:?}");
+    support::warden::wait_for("the refusal logged", Duration::from_secs(5), || {
+        warden.log().contains("TLS handshake failed")
+    });
+}
+
+#[test]
+fn port_unification_serves_both_on_one_port() {
+    let pki = pki();
+    let warden = Warden::start(&https_lines(&pki, "admin.portUnification=true"));
+    let secure = get_tls(&pki, warden.admin_addr(), "/commands/ruok", None).unwrap();
+    assert_ruok(&secure);
+    assert!(secure.header("strict-transport-security").is_some());
+    let plain = http::get(warden.admin_addr(), "/commands/ruok", &[]).unwrap();
+    assert_ruok(&plain);
+    assert_eq!(plain.header("strict-transport-security"), None);
+}
+
+#[test]
+fn need_client_auth_refuses_clients_without_a_certificate() {
+    let pki = pki();
+    let lines = https_lines(&pki, "admin.forceHttps=true\nadmin.needClientAuth=true");
+    let warden = Warden::start(&lines);
+    assert!(get_tls(&pki, warden.admin_addr(), "/commands/ruok", None).is_err());
+    let reply = get_tls(
+        &pki,
+        warden.admin_addr(),
+        "/commands/ruok",
+        Some("operator"),
+    )
+    .unwrap();
+    assert_ruok(&reply);
+}
+
+#[test]
+fn https_without_the_quorum_key_store_is_a_start_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["server", "--check-config", "--zoo-cfg"])
+        .arg(write_cfg("admin.forceHttps=true\n"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("ssl.quorum.keyStore.location"), "{text}");
+}
+
+fn write_cfg(lines: &str) -> std::path::PathBuf {
+    let dir = temp_dir("admin-https-cfg");
+    let path = dir.join("zoo.cfg");
+    std::fs::write(
+        &path,
+        format!(
+            "dataDir={}\nclientPort=2181\n{lines}",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    path
+}
