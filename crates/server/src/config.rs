@@ -97,6 +97,8 @@ pub struct Limits {
     pub outbound_queue_bytes_per_session_max: u64,
     /// Watches one session may hold, one-shot and persistent together.
     pub watches_per_session_max: u32,
+    /// The rate at which sessions are created and resumed (ZooKeeper's connection throttle).
+    pub connection_throttle: crate::throttle::ConnectionThrottle,
 }
 
 /// When snapshots are taken.
@@ -523,6 +525,7 @@ impl Default for Limits {
             // Room for four responses of the largest size.
             outbound_queue_bytes_per_session_max: 4 * u64::from(16 * MIB),
             watches_per_session_max: 1_000_000,
+            connection_throttle: crate::throttle::ConnectionThrottle::default(),
         }
     }
 }
@@ -643,6 +646,7 @@ impl Config {
         self.auth.validate(self.tls.x509_available())?;
         self.tls.validate()?;
         self.quorum_tls.validate()?;
+        self.limits.connection_throttle.validate()?;
         if self.admin.enabled && self.admin.https != AdminHttps::Off {
             if self.quorum_tls.key_store.is_none() {
                 return Err(InvalidConfig(
@@ -964,6 +968,11 @@ mod tests {
                 outstanding_requests_per_session_max: 64,
                 outbound_queue_bytes_per_session_max: 8 << 20,
                 watches_per_session_max: 10,
+                connection_throttle: crate::throttle::ConnectionThrottle {
+                    tokens: 100,
+                    fill_time_ms: 10,
+                    ..Default::default()
+                },
             },
             snapshots: Snapshots {
                 interval_txns: 5_000,

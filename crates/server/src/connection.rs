@@ -29,6 +29,7 @@ use crate::outbound::{self, Out, OutboundQueue};
 use crate::replica::{Local, Resume, Wakers};
 use crate::server::Context;
 use crate::stats::ServerStats;
+use crate::throttle::Occasionally;
 use crate::tls::{self, ClientRead, ClientStream, ClientWrite};
 use crate::writes::Target;
 
@@ -83,6 +84,10 @@ enum Closed {
     HandshakeTimeout(i32),
     #[error("no leader: this server is not serving requests")]
     NoLeader,
+    #[error(
+        "too many handshakes: limits.connection_throttle (connection_throttle_tokens) has none left"
+    )]
+    Throttled,
     #[error("sync failed: {0}")]
     Sync(ReadIndexError),
 }
@@ -284,6 +289,14 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
         Err(e @ (Closed::ClientAhead { .. } | Closed::Expired(_) | Closed::NoLeader)) => {
             tracing::info!(%peer, "refused a session: {e}")
         }
+        // One line per refusal would let a flood of handshakes flood the log too; the
+        // refusals are counted (connection_rejected) and the first in each second logged.
+        Err(e @ Closed::Throttled) => {
+            static THROTTLED_LOG: Occasionally = Occasionally::new();
+            if THROTTLED_LOG.allows(Instant::now()) {
+                tracing::warn!(%peer, "refused a session: {e} (logged at most once a second)")
+            }
+        }
         Err(e) => tracing::warn!(
             %peer,
             session = format_args!("{:#x}", session.session_id),
@@ -369,6 +382,13 @@ impl Session {
             config.session_timeout_ms_min as i32,
             config.session_timeout_ms_max as i32,
         );
+        if !self.ctx.throttle.admit(request.session_id != 0) {
+            self.ctx
+                .stats
+                .connections_refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Closed::Throttled);
+        }
         if self.read_only {
             return self.read_only_handshake(&request, timeout_ms);
         }

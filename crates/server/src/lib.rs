@@ -28,6 +28,7 @@
 //! - [`admin`]: the four-letter words and the admin HTTP server (ZooKeeper's AdminServer
 //!   commands, `/ready`, `/health`), drawn from the same facts.
 //! - [`stats`]: counters for the admin commands.
+//! - [`throttle`]: the rate at which sessions are let in.
 //! - [`embed`]: a server or a cluster of several inside a host program or a test, on free
 //!   ports and temporary data.
 
@@ -43,6 +44,7 @@ pub mod replica;
 pub mod server;
 pub mod sessions;
 pub mod stats;
+pub mod throttle;
 pub mod tls;
 pub mod writes;
 pub mod zoo_cfg;

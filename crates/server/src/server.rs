@@ -69,6 +69,8 @@ pub struct Context {
     pub reconfiguring: AtomicBool,
     /// Set once when the server stops; ends every connection's task (`until_stopped`).
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The rate at which handshakes are let in (`limits.connection_throttle`).
+    pub throttle: crate::throttle::Throttle,
 }
 
 /// Elections and leadership as this server saw them (ZooKeeper's election_time,
@@ -481,6 +483,7 @@ impl Server {
         let stats = replica.lock().expect("replica lock poisoned").stats.clone();
         let ctx = Arc::new(Context {
             forwarder: Forwarder::new(config.cluster.forward_queue_max as usize),
+            throttle: crate::throttle::Throttle::new(&config.limits.connection_throttle),
             config: Arc::new(config),
             consensus,
             replica,
@@ -652,7 +655,14 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener, port: Port) {
             ctx.stats
                 .connections_refused
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, "refusing a connection: {limit} reached");
+            static REFUSED_LOG: crate::throttle::Occasionally =
+                crate::throttle::Occasionally::new();
+            if REFUSED_LOG.allows(Instant::now()) {
+                tracing::warn!(
+                    %peer,
+                    "refusing a connection: {limit} reached (logged at most once a second)"
+                );
+            }
             continue;
         }
         let ctx = ctx.clone();

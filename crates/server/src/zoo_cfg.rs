@@ -421,6 +421,51 @@ impl<'a> Reader<'a> {
                 // ids; Warden's session ids never look like 3.5.3's TTL marker.
                 self.boolean(p)?;
             }
+            "connection_throttle_tokens" => {
+                self.config.limits.connection_throttle.tokens =
+                    self.decoded_int(p, 0, i32::MAX.into())? as u32;
+            }
+            "connection_throttle_fill_time" => {
+                self.config.limits.connection_throttle.fill_time_ms =
+                    self.decoded_int(p, 1, i32::MAX.into())? as u32;
+            }
+            "connection_throttle_fill_count" => {
+                self.config.limits.connection_throttle.fill_count =
+                    self.decoded_int(p, 0, i32::MAX.into())? as u32;
+            }
+            "connection_throttle_weight_enabled" => {
+                self.config.limits.connection_throttle.weight_enabled = self.boolean(p)?;
+            }
+            "connection_throttle_global_session_weight" => {
+                self.config.limits.connection_throttle.global_session_weight =
+                    self.decoded_int(p, 1, i32::MAX.into())? as u32;
+            }
+            "connection_throttle_renew_session_weight" => {
+                self.config.limits.connection_throttle.renew_session_weight =
+                    self.decoded_int(p, 1, i32::MAX.into())? as u32;
+            }
+            // Local sessions do not exist here, so their weight has nothing to weigh.
+            "connection_throttle_local_session_weight" => {
+                self.decoded_int(p, 1, i32::MAX.into())?;
+            }
+            "connection_throttle_freeze_time" => {
+                if self.decoded_int(p, i32::MIN.into(), i32::MAX.into())? != -1 {
+                    self.unsupported(
+                        p,
+                        "BLUE's random dropping of connections; the token bucket alone \
+                         throttles them",
+                    );
+                }
+            }
+            "connection_throttle_drop_increase"
+            | "connection_throttle_drop_decrease"
+            | "connection_throttle_decrease_ratio" => {
+                self.unsupported(
+                    p,
+                    "BLUE's random dropping of connections; the token bucket alone throttles \
+                     them",
+                );
+            }
             "maxCnxns" => {
                 let max = self.decoded_int(p, i32::MIN.into(), i32::MAX.into())?;
                 self.config.limits.connections_max = if max < 0 {
@@ -1074,7 +1119,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "kerberos.",
         "leader.",
         "learner.",
-        "connection_throttle_",
         "requestThrottle",
     ];
     NAMES.contains(&name) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))

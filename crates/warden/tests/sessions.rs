@@ -179,3 +179,46 @@ async fn sessions_and_their_ephemerals_survive_a_server_restart() {
         .expect("the session is still alive after the restart");
     assert!(resumed.check_stat("/kept").await.unwrap().is_some());
 }
+
+#[test]
+fn handshakes_beyond_the_connection_throttle_are_refused_until_it_refills() {
+    // A bucket of 3 handshakes, one more every 1.5 s.
+    let metrics_port = support::servers::free_port();
+    let warden = Warden::start(&format!(
+        "connection_throttle_tokens=3\nconnection_throttle_fill_time=1500\n\
+         connection_throttle_fill_count=1\n\
+         metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+         metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort={metrics_port}\n"
+    ));
+    let first: Vec<_> = (0..3).map(|_| warden.raw_session()).collect();
+    let mut refused = warden.raw();
+    refused
+        .write_all(&handshake(0, &[0; 16], 10_000, 0))
+        .unwrap();
+    assert!(
+        closed_by_server(&mut refused),
+        "a fourth handshake within the burst was answered"
+    );
+    // A resumed session costs a token too.
+    let mut resumed = warden.raw();
+    resumed
+        .write_all(&handshake(1, &[0; 16], 10_000, 0))
+        .unwrap();
+    assert!(closed_by_server(&mut resumed));
+    let metrics = support::http::get(([127, 0, 0, 1], metrics_port).into(), "/metrics", &[])
+        .unwrap()
+        .body;
+    assert!(
+        metrics.lines().any(|l| l == "connection_rejected 2.0"),
+        "{metrics}"
+    );
+    assert_eq!(
+        warden.log().matches("limits.connection_throttle").count(),
+        1,
+        "refusals are logged at most once a second"
+    );
+    // After a refill, one more gets in; the sessions let in before are untouched.
+    std::thread::sleep(Duration::from_millis(1600));
+    let _later = warden.raw_session();
+    drop(first);
+}

@@ -749,6 +749,26 @@ fn quorum_tls_settings_are_read_as_zookeeper_reads_them() {
 }
 
 #[test]
+fn the_connection_throttle_is_read_as_zookeeper_reads_it() {
+    let c = config(
+        "zookeeper.connection_throttle_tokens=50\nconnection_throttle_fill_time=100\n\
+         connection_throttle_fill_count=5\nconnection_throttle_weight_enabled=true\n\
+         connection_throttle_global_session_weight=4\nconnection_throttle_renew_session_weight=2\n\
+         connection_throttle_local_session_weight=1\nconnection_throttle_freeze_time=-1\n",
+    );
+    let t = &c.limits.connection_throttle;
+    assert_eq!((t.tokens, t.fill_time_ms, t.fill_count), (50, 100, 5));
+    assert!(t.weight_enabled);
+    assert_eq!((t.global_session_weight, t.renew_session_weight), (4, 2));
+    assert_eq!(config("").limits.connection_throttle.tokens, 0);
+    let found = warnings("connection_throttle_freeze_time=100\n");
+    assert!(
+        matches!(&found[..], [(3, _, WarningKind::Unsupported(_))]),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn sasl_settings_are_read_as_zookeeper_reads_them() {
     let c = config("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n");
     assert!(c.auth.sasl_scheme);
