@@ -349,7 +349,13 @@ impl Replica {
     pub fn install(&mut self, state: State) {
         self.state = state;
         self.membership_applied();
-        self.close_all("this server installed a snapshot from the leader");
+        self.start_over("this server installed a snapshot from the leader");
+    }
+
+    /// After the whole state was replaced: clients are disconnected (their watches and
+    /// sessions were of the old state), and the tracker follows the new session table.
+    fn start_over(&mut self, why: &str) {
+        self.close_all(why);
         self.watches = WatchRegistry::default();
         self.attached.clear();
         self.grant_full_timeouts(Instant::now());
@@ -1040,6 +1046,15 @@ impl Replica {
                 }
             }
             TxnKind::DeleteContainer { .. } => {}
+            TxnKind::Restore { .. } => {
+                tracing::info!(
+                    znodes = self.state.tree().len(),
+                    sessions = self.state.sessions().count(),
+                    zxid = format_args!("{:#x}", outcome.zxid),
+                    "the state was replaced by a restored snapshot"
+                );
+                self.start_over("the state was replaced by a restored snapshot");
+            }
         }
         outcome.zxid
     }
