@@ -68,6 +68,8 @@ pub struct Context {
     pub reconfiguring: AtomicBool,
     /// Set once when the server stops; ends every connection's task (`until_stopped`).
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The admin `snapshot` and `restore` commands' rate limits.
+    pub admin_limiters: crate::admin::snapshots::Limiters,
 }
 
 /// Elections and leadership as this server saw them (ZooKeeper's election_time,
@@ -457,6 +459,7 @@ impl Server {
             );
         }
         let stats = replica.lock().expect("replica lock poisoned").stats.clone();
+        let admin_limiters = crate::admin::snapshots::Limiters::new(&config.admin);
         let ctx = Arc::new(Context {
             forwarder: Forwarder::new(config.cluster.forward_queue_max as usize),
             config: Arc::new(config),
@@ -478,6 +481,7 @@ impl Server {
             connections: Mutex::new(Connections::default()),
             reconfiguring: AtomicBool::new(false),
             stopping: tokio::sync::watch::Sender::new(false),
+            admin_limiters,
         });
         let client_port = if ctx.config.tls.client_listen_tls_only {
             Port::Secure

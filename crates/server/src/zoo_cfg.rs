@@ -467,6 +467,16 @@ impl<'a> Reader<'a> {
                 let ms = self.decoded_int(p, 1, i32::MAX.into())? as u32;
                 self.admin_idle_timeout_ms = Some(ms);
             }
+            // Read with Java's Boolean.parseBoolean: anything but "true" turns them off.
+            "admin.snapshot.enabled" => {
+                self.config.admin.snapshot_enabled = p.value.eq_ignore_ascii_case("true");
+            }
+            "admin.restore.enabled" => {
+                self.config.admin.restore_enabled = p.value.eq_ignore_ascii_case("true");
+            }
+            "admin.rateLimiterIntervalInMS" => {
+                self.config.admin.rate_limit_interval_ms = self.int(p, 0, i64::MAX)? as u64;
+            }
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;
             }

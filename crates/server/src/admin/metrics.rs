@@ -189,6 +189,16 @@ fn zookeeper(
     out.counter("looking_count", count(&ctx.leadership.elections));
     out.counter("revalidate_count", count(&stats.sessions_resumed));
     out.counter("stale_sessions_expired", count(&stats.sessions_expired));
+    out.counter("snapshot_error_count", count(&stats.snapshot_errors));
+    out.counter(
+        "snapshot_rate_limited_count",
+        count(&stats.snapshot_rate_limited),
+    );
+    out.counter("restore_error_count", count(&stats.restore_errors));
+    out.counter(
+        "restore_rate_limited_count",
+        count(&stats.restore_rate_limited),
+    );
 
     out.summary("readlatency", &stats.read_latency_ms.snapshot(ADVANCED));
     out.summary("updatelatency", &stats.write_latency_ms.snapshot(ADVANCED));
@@ -202,6 +212,7 @@ fn zookeeper(
         },
     );
     out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
+    out.summary("restore_time", &stats.restore_ms.snapshot(BASIC));
     out.summary("dbinittime", &stats.recovery_ms.snapshot(BASIC));
     out.summary(
         "startup_snap_load_time",
