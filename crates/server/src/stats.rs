@@ -267,9 +267,12 @@ pub struct ServerStats {
     /// Milliseconds from receiving a write to sending its reply (ZooKeeper's updatelatency).
     pub write_latency_ms: Summary,
     pub response_sizes: BufferStats,
-    /// Sizes of the log entries this server proposed while it led (ZooKeeper's leader's
-    /// proposal_stats): each entry's encoding, as the log stores it.
+    /// Sizes of the log entries this server proposed while it led a cluster (ZooKeeper's
+    /// leader's proposal_stats): each entry's encoding, as the log stores it.
     pub proposal_sizes: BufferStats,
+    /// Those entries (ZooKeeper's proposal_count; a standalone server proposes none, as
+    /// ZooKeeper's has no leader).
+    pub proposals: AtomicU64,
     /// Bytes of client frames read, length prefixes included.
     pub bytes_received: AtomicU64,
     /// Client connections accepted by the listener, refused ones included.

@@ -65,6 +65,9 @@ const MONITOR_GAUGES: &[&str] = &[
     "synced_non_voting_followers",
     "synced_observers",
     "pending_syncs",
+    "last_proposal_size",
+    "min_proposal_size",
+    "max_proposal_size",
 ];
 
 /// Warden's figures in `mntr` that are served as `warden_` gauges, and what they mean.
@@ -189,6 +192,7 @@ fn zookeeper(
     out.counter("looking_count", count(&ctx.leadership.elections));
     out.counter("revalidate_count", count(&stats.sessions_resumed));
     out.counter("stale_sessions_expired", count(&stats.sessions_expired));
+    out.counter("proposal_count", count(&stats.proposals));
     out.counter("snapshot_error_count", count(&stats.snapshot_errors));
     out.counter(
         "snapshot_rate_limited_count",

@@ -706,9 +706,11 @@ impl Consensus {
         // time (the state machine keeps it from going backwards across leaders) and the
         // leader's quota enforcement, which every replica then applies alike.
         self.stamp(&mut proposal);
-        if self.is_leader() {
-            // The entry as the log stores it (its serde form is this encoding).
+        if self.is_leader() && !self.standalone {
+            // The entry as the log stores it (its serde form is this encoding). A standalone
+            // server has no proposals to count, as ZooKeeper's has none.
             self.stats.proposal_sizes.record(proposal.encode().len());
+            self.stats.proposals.fetch_add(1, Ordering::Relaxed);
         }
         let write = self.raft.write(proposal).responder(completion);
         match term {
