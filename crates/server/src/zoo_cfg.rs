@@ -475,7 +475,7 @@ impl<'a> Reader<'a> {
                 self.config.admin.restore_enabled = p.value.eq_ignore_ascii_case("true");
             }
             "admin.rateLimiterIntervalInMS" => {
-                self.config.admin.rate_limit_interval_ms = self.int(p, 0, i64::MAX)? as u64;
+                self.config.admin.rate_limit_interval_ms = self.int(p, 0, i32::MAX.into())? as u64;
             }
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;

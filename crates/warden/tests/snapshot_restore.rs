@@ -468,7 +468,7 @@ async fn credentials_switches_and_rate_limits_as_zookeeper() {
 async fn a_restore_on_a_cluster_reaches_every_member() {
     let mut cluster = Cluster::start(System::Warden, 3, 0, FAST_LIMITS);
     let leader = cluster.wait_for_leader(TIMEOUT);
-    let _owner = make_tree(&cluster.connect_string()).await;
+    let owner = make_tree(&cluster.member_connect_string(leader)).await;
     let reply = snapshot(admin_of(&cluster, leader), "", &[AUTH]);
     assert_eq!(reply.status, 200, "{}", reply.text());
     let taken = reply.body;
@@ -508,4 +508,21 @@ async fn a_restore_on_a_cluster_reaches_every_member() {
     }
     assert_eq!(trees[0], trees[1]);
     assert_eq!(trees[1], trees[2]);
+    // The session that owns /app/eph is in the snapshot and was alive: its connection was
+    // closed with every other, and it resumes with the password it has (kept by the restore).
+    let eph_owner = trees[0]["/app/eph"].1[7];
+    assert_eq!(owner.session_id().0, eph_owner);
+    let mut resumed = false;
+    for _ in 0..100 {
+        if owner
+            .set_data("/app/eph", b"still mine", None)
+            .await
+            .is_ok()
+        {
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(resumed, "the ephemeral's session resumed after the restore");
 }
