@@ -1384,6 +1384,43 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_committed_restore_replaces_the_state_and_starts_clients_over() {
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        r.watches.add(id, "/w", WatchKind::Persistent);
+        let restored = State::new(StateConfig::default());
+        let restore = Proposal {
+            origin: None,
+            txn: txn(
+                0,
+                TxnKind::Restore {
+                    snapshot: warden_state::snapshot::encode(&restored),
+                },
+            ),
+        };
+        let zxid = r.apply(&restore, Instant::now());
+        assert_eq!(
+            zxid, 2,
+            "after the session's, never back to the snapshot's 0"
+        );
+        assert!(
+            r.state().session(id).is_none(),
+            "the snapshot's sessions only"
+        );
+        assert!(
+            matches!(q.try_recv(), Some(Out::Close)),
+            "clients reconnect"
+        );
+        assert_eq!(r.watches().len(), 0);
+        assert!(r.attached.is_empty());
+        assert!(
+            r.take_expired(Instant::now() + Duration::from_secs(60))
+                .is_empty()
+        );
+    }
+
     /// The error code of a reply frame (the header: xid, zxid, err).
     fn reply_err(out: Option<Out>) -> i32 {
         let Some(Out::Frame(frame)) = out else {
