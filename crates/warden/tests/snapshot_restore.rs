@@ -526,3 +526,74 @@ async fn a_restore_on_a_cluster_reaches_every_member() {
     }
     assert!(resumed, "the ephemeral's session resumed after the restore");
 }
+
+/// Kills a child process by its own handle when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Warden's TOML `[admin]` keys: a body past `restore_bytes_max` is refused unread (413), and a
+/// gzip body may not decompress past it either (400); `snapshot_enabled = false` is 503.
+#[test]
+fn restore_bodies_are_bounded_and_the_toml_keys_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client_port, admin_port) = (free_port(), free_port());
+    let toml = format!(
+        "client_listen = \"127.0.0.1:{client_port}\"\ndata_dir = \"{}\"\n\n[admin]\n\
+         listen = \"127.0.0.1:{admin_port}\"\nsnapshot_enabled = false\n\
+         rate_limit_interval_ms = 0\nrestore_bytes_max = 2000\n",
+        dir.path().join("data").display()
+    );
+    let cfg = dir.path().join("warden.toml");
+    std::fs::write(&cfg, &toml).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["server", "--config"])
+        .arg(&cfg)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(child);
+    let admin = SocketAddr::from((Ipv4Addr::LOCALHOST, admin_port));
+    wait_for("the admin server", TIMEOUT, || {
+        http::get(admin, "/commands/ruok", &[]).is_ok_and(|r| r.status == 200)
+    });
+    assert_eq!(snapshot(admin, "", &[AUTH]).status, 503);
+
+    let reply = restore(admin, &[AUTH], &[0; 2001]);
+    assert_eq!(reply.status, 413, "{}", reply.text());
+    assert!(
+        reply.text().contains("restore_bytes_max is 2000"),
+        "{}",
+        reply.text()
+    );
+    // ZooKeeper's snapshot.9, under 2000 bytes, restores; padded past the bound inside a
+    // small gzip stream, it is refused once decompressed.
+    let sample = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/reference/zookeeper-3.9.5-samples/snapshot.9"),
+    )
+    .unwrap();
+    assert!(sample.len() < 2000);
+    let mut padded = sample.clone();
+    padded.resize(100_000, 0);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &padded).unwrap();
+    let gz = gz.finish().unwrap();
+    assert!(gz.len() < 2000);
+    let reply = restore(admin, &[AUTH], &gz);
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(
+        reply.text().contains("once decompressed"),
+        "{}",
+        reply.text()
+    );
+    let reply = restore(admin, &[AUTH], &sample);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
