@@ -17,6 +17,8 @@ const SNAPPY_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
 const SNAPPY_HEADER_BYTES: usize = 16;
 /// No snappy block of ZooKeeper's is near this (snappy-java writes 32 KiB blocks).
 const SNAPPY_BLOCK_BYTES_MAX: usize = 64 << 20;
+/// The first bytes of a gzip stream.
+pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// A plain snapshot ends with the string "/" (the end of its last seal).
 const SEAL_END: &[u8; 5] = b"\x00\x00\x00\x01/";
 
@@ -119,7 +121,7 @@ pub fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
 pub fn looks_complete(bytes: &[u8], compression: Compression) -> bool {
     match compression {
         Compression::Plain => bytes.len() >= 10 && bytes.ends_with(SEAL_END),
-        Compression::Gzip => bytes.starts_with(&[0x1f, 0x8b]),
+        Compression::Gzip => bytes.starts_with(&GZIP_MAGIC),
         Compression::Snappy => bytes.starts_with(SNAPPY_MAGIC),
     }
 }
@@ -137,19 +139,7 @@ pub fn decompress(
     };
     match compression {
         Compression::Plain => Ok(bytes),
-        Compression::Gzip => {
-            let mut out = Vec::with_capacity(bytes.len() * 4);
-            flate2::read::MultiGzDecoder::new(bytes.as_slice())
-                .read_to_end(&mut out)
-                .map_err(|e| {
-                    let at = out.len();
-                    damaged(
-                        at,
-                        format!("gzip stream (offset in the decompressed bytes): {e}"),
-                    )
-                })?;
-            Ok(out)
-        }
+        Compression::Gzip => gunzip(path, &bytes, usize::MAX),
         Compression::Snappy => {
             let mut out = Vec::with_capacity(bytes.len() * 4);
             let mut at = SNAPPY_HEADER_BYTES;
@@ -180,6 +170,35 @@ pub fn decompress(
             Ok(out)
         }
     }
+}
+
+/// A gzip stream (one or more members) decompressed, refused past `bytes_max` bytes.
+pub fn gunzip(path: &Path, bytes: &[u8], bytes_max: usize) -> Result<Vec<u8>, ImportError> {
+    let damaged = |offset: usize, what: String| ImportError::Damaged {
+        path: path.to_owned(),
+        offset: offset as u64,
+        what,
+    };
+    let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(bytes_max));
+    let limit = u64::try_from(bytes_max)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    flate2::read::MultiGzDecoder::new(bytes)
+        .take(limit)
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            damaged(
+                out.len(),
+                format!("gzip stream (offset in the decompressed bytes): {e}"),
+            )
+        })?;
+    if out.len() > bytes_max {
+        return Err(damaged(
+            bytes_max,
+            format!("more than {bytes_max} bytes once decompressed"),
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -5,17 +5,20 @@
 //! - [`files`]: which snapshot and log files a data directory holds, in zxid order; a
 //!   snapshot's bytes, decompressed by its name (plain, `.gz`, `.snappy`).
 //! - [`snapshot`]: one snapshot (header, sessions, ACL table, nodes, Adler-32 seals, digest)
-//!   into a [`Restore`].
+//!   into a [`Restore`]; also one received whole by the admin `restore` command.
+//! - [`snapshot_writer`]: the other way: Warden's state as a ZooKeeper snapshot (the admin
+//!   `snapshot` command), in the same layout and with the same seals.
 //! - [`txnlog`]: one transaction log's entries, checksummed, decoded into logged
 //!   transactions; where the log ends, and whether its last entry was torn.
 //! - [`import`] (here): the newest valid snapshot, then every logged transaction after it,
 //!   replayed and checked against ZooKeeper's digests.
 //!
-//! Nothing here writes: the caller turns the state into a data directory
-//! (`warden_server::seed_data_dir`).
+//! Nothing here writes files: the caller turns the state into a data directory
+//! (`warden_server::seed_data_dir`) or streams the snapshot bytes.
 
 pub mod files;
 pub mod snapshot;
+pub mod snapshot_writer;
 pub mod txnlog;
 
 use std::path::{Path, PathBuf};

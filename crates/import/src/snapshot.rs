@@ -24,12 +24,16 @@ use warden_state::tree::NodeStat;
 use crate::files::{self, ZkFile};
 use crate::{ImportError, ZkDigest};
 
-const MAGIC: i32 = 0x5A4B_534E;
-const VERSION: i32 = 2;
+pub(crate) const MAGIC: i32 = 0x5A4B_534E;
+pub(crate) const VERSION: i32 = 2;
+/// The database id `FileSnap` writes (ZooKeeper reads it and ignores it).
+pub(crate) const DBID: i64 = -1;
 /// `ReferenceCountedACLCache`: a node whose aclRef is -1 is open to everyone.
 const OPEN_ACL_REF: i64 = -1;
 /// The digest format whose value is a long (`DigestCalculator.DIGEST_VERSION`).
-const DIGEST_VERSION: i32 = 2;
+pub(crate) const DIGEST_VERSION: i32 = 2;
+/// Where the body of a snapshot received whole (the admin `restore` command) is said to be.
+const RECEIVED: &str = "the snapshot received";
 
 /// A snapshot loaded and checked.
 pub struct Loaded {
@@ -86,6 +90,69 @@ pub fn parse(
     bytes: &[u8],
     config: StateConfig,
 ) -> Result<Loaded, ImportError> {
+    let mut body = parse_body(path, bytes, config)?;
+    body.restore.set_zxid(zxid);
+    // ZooKeeper compares only digests of the version it computes, of a zxid at or after the
+    // snapshot's (`DataTree.deserializeZxidDigest`); a zxid of 0 means none was taken.
+    let digest = body
+        .digest
+        .filter(|d| d.version == DIGEST_VERSION && d.digest.zxid > 0 && d.digest.zxid >= zxid)
+        .map(|d| d.digest);
+    Ok(Loaded {
+        path: path.to_owned(),
+        zxid,
+        restore: body.restore,
+        digest,
+    })
+}
+
+/// A snapshot received whole, without a file name (the admin `restore` command's body), as
+/// ZooKeeper's `restoreFromSnapshot` reads one: uncompressed (or gzip, told by its first
+/// bytes), every seal checked, and its zxid the last processed zxid written at its end.
+/// The digest is not compared: a snapshot ZooKeeper takes while writes go on is fuzzy, its
+/// digest of a later tree than the nodes dumped, and ZooKeeper's restore does not compare it
+/// either. At most `bytes_max` decompressed bytes are read.
+pub fn parse_received(
+    bytes: &[u8],
+    bytes_max: usize,
+    config: StateConfig,
+) -> Result<Restore, ImportError> {
+    let path = Path::new(RECEIVED);
+    let plain;
+    let bytes = if bytes.starts_with(&files::GZIP_MAGIC) {
+        plain = files::gunzip(path, bytes, bytes_max)?;
+        plain.as_slice()
+    } else {
+        bytes
+    };
+    let mut body = parse_body(path, bytes, config)?;
+    let zxid = body.last_zxid.ok_or_else(|| ImportError::Damaged {
+        path: path.to_owned(),
+        offset: bytes.len() as u64,
+        what: "no last processed zxid at its end (ZooKeeper writes it when \
+               serializeLastProcessedZxid is on, the default since 3.9)"
+            .into(),
+    })?;
+    body.restore.set_zxid(zxid);
+    Ok(body.restore)
+}
+
+/// A digest section as written.
+#[derive(Debug, Clone, Copy)]
+struct DigestSection {
+    version: i32,
+    digest: ZkDigest,
+}
+
+/// What a snapshot holds, before its zxid is decided.
+struct Body {
+    restore: Restore,
+    digest: Option<DigestSection>,
+    /// The zxid applied when the dump ended (3.9's optional last section).
+    last_zxid: Option<i64>,
+}
+
+fn parse_body(path: &Path, bytes: &[u8], config: StateConfig) -> Result<Body, ImportError> {
     let mut s = Stream {
         bytes,
         r: Reader::new(bytes),
@@ -115,35 +182,34 @@ pub fn parse(
     for (id, timeout_ms) in sessions {
         restore.add_session(id, timeout_ms);
     }
-    restore.set_zxid(zxid);
     s.seal()?;
     let mut digest = None;
     if !s.r.is_empty() {
         let at = s.at();
-        let digest_zxid = s.get(Reader::read_i64)?;
-        let digest_version = s.get(Reader::read_i32)?;
-        let value = if digest_version < DIGEST_VERSION {
+        let zxid = s.get(Reader::read_i64)?;
+        let version = s.get(Reader::read_i32)?;
+        let value = if version < DIGEST_VERSION {
             let hex = s.get(Reader::read_string)?;
             u64::from_str_radix(&hex, 16)
                 .map_err(|_| s.damaged(at, format!("digest {hex:?} is not hex")))?
         } else {
             s.get(Reader::read_i64)? as u64
         };
-        // ZooKeeper compares only digests of the version it computes, of a zxid at or after
-        // the snapshot's (`DataTree.deserializeZxidDigest`); a zxid of 0 means none was taken.
-        if digest_version == DIGEST_VERSION && digest_zxid > 0 && digest_zxid >= zxid {
-            digest = Some(ZkDigest {
-                zxid: digest_zxid,
+        digest = Some(DigestSection {
+            version,
+            digest: ZkDigest {
+                zxid,
                 digest: value,
-            });
-        }
+            },
+        });
         s.seal()?;
     }
+    let mut last_zxid = None;
     if !s.r.is_empty() {
-        // The zxid applied when the dump ended. Restoring from files, ZooKeeper reads it and
-        // then replays from the zxid in the name all the same (`FileSnap.deserialize`): the
-        // transactions in between may be only partly in the fuzzy dump.
-        s.get(Reader::read_i64)?;
+        // Restoring from files, ZooKeeper reads it and then replays from the zxid in the name
+        // all the same (`FileSnap.deserialize`): the transactions in between may be only
+        // partly in the fuzzy dump.
+        last_zxid = Some(s.get(Reader::read_i64)?);
         s.seal()?;
     }
     if !s.r.is_empty() {
@@ -152,11 +218,10 @@ pub fn parse(
             format!("{} bytes after the last seal", s.r.remaining()),
         ));
     }
-    Ok(Loaded {
-        path: path.to_owned(),
-        zxid,
+    Ok(Body {
         restore,
         digest,
+        last_zxid,
     })
 }
 
@@ -197,6 +262,13 @@ fn read_nodes(
         }
     }
     restore.ok_or_else(|| s.damaged(s.at(), "no root node".into()))
+}
+
+/// A seal's value: the Adler-32 of every byte of the snapshot before it, as a long.
+pub(crate) fn seal_checksum(prefix: &[u8]) -> i64 {
+    let mut adler = adler2::Adler32::new();
+    adler.write_slice(prefix);
+    i64::from(adler.checksum())
 }
 
 /// `StatPersisted`: 60 bytes, without dataLength and numChildren.
@@ -255,12 +327,10 @@ impl<'a> Stream<'a> {
     /// `SnapStream.checkSealIntegrity`: the Adler-32 of every byte before the seal.
     fn seal(&mut self) -> Result<(), ImportError> {
         let at = self.at();
-        let mut adler = adler2::Adler32::new();
-        adler.write_slice(&self.bytes[..at]);
-        let computed = adler.checksum();
+        let computed = seal_checksum(&self.bytes[..at]);
         let stored = self.get(Reader::read_i64)?;
         let slash = self.get(Reader::read_string)?;
-        if stored != i64::from(computed) || slash != "/" {
+        if stored != computed || slash != "/" {
             return Err(self.damaged(
                 at,
                 format!("checksum mismatch: stored {stored:#x}, computed {computed:#x}"),

@@ -344,3 +344,41 @@ fn compressed_snapshots_read_as_the_plain_one_and_damage_is_an_error() {
         }
     }
 }
+
+/// The admin `restore` command's body: ZooKeeper's snapshot.9 as its `snapshot` command
+/// streams it.
+#[test]
+fn a_received_snapshot_takes_its_zxid_from_its_end_and_reads_as_the_file() {
+    let plain = sample("snapshot.9");
+    let (_dir, source) = data_dir(&[("snapshot.9", plain.clone())]);
+    let from_file = run(&source).unwrap();
+    for body in [plain.clone(), gzip(&plain)] {
+        let restore = snapshot::parse_received(&body, 1 << 20, StateConfig::default()).unwrap();
+        assert_eq!(restore.zxid(), 9, "the last processed zxid");
+        let (state, _) = restore.finish();
+        assert_eq!(nodes(&state), nodes(&from_file.state));
+    }
+    // Bounded: a body that decompresses past the limit is refused, not read on.
+    let err = snapshot::parse_received(&gzip(&plain), plain.len() - 1, StateConfig::default());
+    assert!(err.err().unwrap().to_string().contains("decompressed"));
+}
+
+#[test]
+fn every_cut_or_flip_of_a_received_snapshot_is_an_error_naming_the_offset() {
+    let plain = sample("snapshot.9");
+    for at in 0..plain.len() {
+        let err = snapshot::parse_received(&plain[..at], 1 << 20, StateConfig::default());
+        let err = err
+            .err()
+            .unwrap_or_else(|| panic!("cut at {at} read"))
+            .to_string();
+        assert!(err.contains("the snapshot received"), "{err}");
+        let mut flipped = plain.clone();
+        flipped[at] ^= 0x01;
+        // Every byte is under a seal, so no flip goes unnoticed.
+        assert!(
+            snapshot::parse_received(&flipped, 1 << 20, StateConfig::default()).is_err(),
+            "flip at {at}"
+        );
+    }
+}

@@ -172,6 +172,11 @@ impl Writer {
         self.bytes.len()
     }
 
+    /// The bytes written so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }

@@ -304,6 +304,18 @@ pub struct Admin {
     /// Whether an HTTPS client must show a certificate that chains to the quorum trust store
     /// (admin.needClientAuth).
     pub need_client_auth: bool,
+    /// Whether the `snapshot` command streams the state (admin.snapshot.enabled); off, it
+    /// answers 503 as ZooKeeper's does.
+    pub snapshot_enabled: bool,
+    /// Whether the `restore` command replaces the state (admin.restore.enabled); off, 503.
+    pub restore_enabled: bool,
+    /// One `restore` per this many milliseconds, and, as ZooKeeper reads the same number
+    /// for it, one `snapshot` per this many microseconds (admin.rateLimiterIntervalInMS);
+    /// more answer 429.
+    pub rate_limit_interval_ms: u64,
+    /// The largest `restore` body, and the largest snapshot it may decompress to; a larger
+    /// one answers 413 without being read further.
+    pub restore_bytes_max: u64,
 }
 
 /// Whether the admin server speaks HTTPS.
@@ -325,6 +337,10 @@ impl Default for Admin {
             idle_timeout_ms: ADMIN_IDLE_TIMEOUT_MS_DEFAULT,
             https: AdminHttps::Off,
             need_client_auth: false,
+            snapshot_enabled: true,
+            restore_enabled: true,
+            rate_limit_interval_ms: ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT,
+            restore_bytes_max: ADMIN_RESTORE_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -353,6 +369,11 @@ impl Admin {
         }
         if self.listen.as_ref().is_some_and(|l| l.host.is_empty()) {
             return Err(InvalidConfig("admin listen has no host".into()));
+        }
+        if self.restore_bytes_max == 0 {
+            return Err(InvalidConfig(
+                "admin restore_bytes_max must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -480,6 +501,11 @@ pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 pub const ADMIN_COMMAND_URL_DEFAULT: &str = "/commands";
 /// ZooKeeper's admin.idleTimeout default.
 pub const ADMIN_IDLE_TIMEOUT_MS_DEFAULT: u32 = 30_000;
+/// ZooKeeper's admin.rateLimiterIntervalInMS default (`Commands.rateLimiterInterval`).
+pub const ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Warden's own bound on a `restore` body: far above any ZooKeeper ensemble's data, far
+/// below what would strain a server to hold twice (the body and the state built from it).
+pub const ADMIN_RESTORE_BYTES_MAX_DEFAULT: u64 = 256 << 20;
 
 impl Default for Config {
     fn default() -> Self {

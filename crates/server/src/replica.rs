@@ -349,7 +349,13 @@ impl Replica {
     pub fn install(&mut self, state: State) {
         self.state = state;
         self.membership_applied();
-        self.close_all("this server installed a snapshot from the leader");
+        self.start_over("this server installed a snapshot from the leader");
+    }
+
+    /// After the whole state was replaced: clients are disconnected (their watches and
+    /// sessions were of the old state), and the tracker follows the new session table.
+    fn start_over(&mut self, why: &str) {
+        self.close_all(why);
         self.watches = WatchRegistry::default();
         self.attached.clear();
         self.grant_full_timeouts(Instant::now());
@@ -1040,6 +1046,15 @@ impl Replica {
                 }
             }
             TxnKind::DeleteContainer { .. } => {}
+            TxnKind::Restore { .. } => {
+                tracing::info!(
+                    znodes = self.state.tree().len(),
+                    sessions = self.state.sessions().count(),
+                    zxid = format_args!("{:#x}", outcome.zxid),
+                    "the state was replaced by a restored snapshot"
+                );
+                self.start_over("the state was replaced by a restored snapshot");
+            }
         }
         outcome.zxid
     }
@@ -1366,6 +1381,43 @@ mod tests {
             expired.len(),
             1,
             "the tracker follows the new session table"
+        );
+    }
+
+    #[test]
+    fn a_committed_restore_replaces_the_state_and_starts_clients_over() {
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        r.watches.add(id, "/w", WatchKind::Persistent);
+        let restored = State::new(StateConfig::default());
+        let restore = Proposal {
+            origin: None,
+            txn: txn(
+                0,
+                TxnKind::Restore {
+                    snapshot: warden_state::snapshot::encode(&restored),
+                },
+            ),
+        };
+        let zxid = r.apply(&restore, Instant::now());
+        assert_eq!(
+            zxid, 2,
+            "after the session's, never back to the snapshot's 0"
+        );
+        assert!(
+            r.state().session(id).is_none(),
+            "the snapshot's sessions only"
+        );
+        assert!(
+            matches!(q.try_recv(), Some(Out::Close)),
+            "clients reconnect"
+        );
+        assert_eq!(r.watches().len(), 0);
+        assert!(r.attached.is_empty());
+        assert!(
+            r.take_expired(Instant::now() + Duration::from_secs(60))
+                .is_empty()
         );
     }
 

@@ -71,6 +71,8 @@ pub struct Context {
     stopping: tokio::sync::watch::Sender<bool>,
     /// The rate at which handshakes are let in (`limits.connection_throttle`).
     pub throttle: crate::throttle::Throttle,
+    /// The admin `snapshot` and `restore` commands' rate limits.
+    pub admin_limiters: crate::admin::snapshots::Limiters,
 }
 
 /// Elections and leadership as this server saw them (ZooKeeper's election_time,
@@ -481,6 +483,7 @@ impl Server {
             );
         }
         let stats = replica.lock().expect("replica lock poisoned").stats.clone();
+        let admin_limiters = crate::admin::snapshots::Limiters::new(&config.admin);
         let ctx = Arc::new(Context {
             forwarder: Forwarder::new(config.cluster.forward_queue_max as usize),
             throttle: crate::throttle::Throttle::new(&config.limits.connection_throttle),
@@ -503,6 +506,7 @@ impl Server {
             connections: Mutex::new(Connections::default()),
             reconfiguring: AtomicBool::new(false),
             stopping: tokio::sync::watch::Sender::new(false),
+            admin_limiters,
         });
         let client_port = if ctx.config.tls.client_listen_tls_only {
             Port::Secure

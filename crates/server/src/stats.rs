@@ -209,17 +209,18 @@ impl QuotaExceeded {
     }
 }
 
-/// Sizes of the replies sent to clients, in bytes (ZooKeeper's client_response_stats).
+/// Sizes in bytes: the last, the smallest and the largest (ZooKeeper's BufferStats), of the
+/// replies sent to clients or of the entries proposed.
 #[derive(Debug)]
-pub struct ResponseSizes {
+pub struct BufferStats {
     last: AtomicU64,
     min: AtomicU64,
     max: AtomicU64,
 }
 
-impl Default for ResponseSizes {
+impl Default for BufferStats {
     fn default() -> Self {
-        ResponseSizes {
+        BufferStats {
             last: AtomicU64::new(0),
             min: AtomicU64::new(u64::MAX),
             max: AtomicU64::new(0),
@@ -227,7 +228,7 @@ impl Default for ResponseSizes {
     }
 }
 
-impl ResponseSizes {
+impl BufferStats {
     pub fn record(&self, bytes: usize) {
         let bytes = bytes as u64;
         self.last.store(bytes, Ordering::Relaxed);
@@ -235,7 +236,7 @@ impl ResponseSizes {
         self.max.fetch_max(bytes, Ordering::Relaxed);
     }
 
-    /// (last, min, max), each -1 before the first reply, as ZooKeeper's BufferStats.
+    /// (last, min, max), each -1 before the first, as ZooKeeper's BufferStats.
     pub fn last_min_max(&self) -> (i64, i64, i64) {
         let min = self.min.load(Ordering::Relaxed);
         if min == u64::MAX {
@@ -265,7 +266,13 @@ pub struct ServerStats {
     pub read_latency_ms: Summary,
     /// Milliseconds from receiving a write to sending its reply (ZooKeeper's updatelatency).
     pub write_latency_ms: Summary,
-    pub response_sizes: ResponseSizes,
+    pub response_sizes: BufferStats,
+    /// Sizes of the log entries this server proposed while it led a cluster (ZooKeeper's
+    /// leader's proposal_stats): each entry's encoding, as the log stores it.
+    pub proposal_sizes: BufferStats,
+    /// Those entries (ZooKeeper's proposal_count; a standalone server proposes none, as
+    /// ZooKeeper's has no leader).
+    pub proposals: AtomicU64,
     /// Bytes of client frames read, length prefixes included.
     pub bytes_received: AtomicU64,
     /// Client connections accepted by the listener, refused ones included.
@@ -304,6 +311,16 @@ pub struct ServerStats {
     pub startup_snapshot_load_ms: Summary,
     /// Whether the start-up's recovery of the state is over.
     pub recovery_done: AtomicBool,
+    /// Admin `snapshot` commands that failed, and those refused by its rate limit.
+    pub snapshot_errors: AtomicU64,
+    pub snapshot_rate_limited: AtomicU64,
+    /// Admin `restore` commands that failed (a damaged body included), and those refused by
+    /// its rate limit.
+    pub restore_errors: AtomicU64,
+    pub restore_rate_limited: AtomicU64,
+    /// Milliseconds each `restore` took, from the body read to the new state applied here
+    /// (ZooKeeper's restore_time).
+    pub restore_ms: Summary,
 }
 
 /// Whether a reply answers a read or a write.
@@ -514,7 +531,7 @@ mod tests {
 
     #[test]
     fn reply_sizes_are_none_before_the_first_and_reset() {
-        let sizes = ResponseSizes::default();
+        let sizes = BufferStats::default();
         assert_eq!(sizes.last_min_max(), (-1, -1, -1));
         sizes.record(40);
         sizes.record(10);

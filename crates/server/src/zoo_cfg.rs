@@ -513,6 +513,16 @@ impl<'a> Reader<'a> {
             "admin.forceHttps" => self.admin_force_https = self.boolean(p)?,
             "admin.portUnification" => self.admin_port_unification = self.boolean(p)?,
             "admin.needClientAuth" => self.config.admin.need_client_auth = self.boolean(p)?,
+            // Read with Java's Boolean.parseBoolean: anything but "true" turns them off.
+            "admin.snapshot.enabled" => {
+                self.config.admin.snapshot_enabled = p.value.eq_ignore_ascii_case("true");
+            }
+            "admin.restore.enabled" => {
+                self.config.admin.restore_enabled = p.value.eq_ignore_ascii_case("true");
+            }
+            "admin.rateLimiterIntervalInMS" => {
+                self.config.admin.rate_limit_interval_ms = self.int(p, 0, i32::MAX.into())? as u64;
+            }
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;
             }

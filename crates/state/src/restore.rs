@@ -16,7 +16,7 @@ use warden_proto::{Acl, ErrorCode};
 
 use crate::path;
 use crate::state::{Session, State, StateConfig};
-use crate::tree::{DataTree, NodeId, NodeStat, ROOT};
+use crate::tree::{DataTree, NodeId, NodeRef, NodeStat, ROOT};
 
 /// ZooKeeper's `ZooKeeperServer.superSecret`, mixed into every session password.
 const PASSWORD_SECRET: i64 = 0xB341_5C00;
@@ -438,30 +438,36 @@ impl Restore {
         ErrorCode::OK
     }
 
-    /// `DigestCalculator.calculateDigest` of the node at `node_path` (which exists): 0 for the
-    /// nodes under /zookeeper/, the root hashed under the empty path.
+    /// The ZooKeeper digest of the node at `node_path`, which exists.
     fn zk_hash(&self, node_path: &str) -> u64 {
-        if node_path.starts_with("/zookeeper/") {
-            return 0;
-        }
         let node = self.state.tree.get(node_path).expect("hashed node exists");
-        let s = node.stat();
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(if node_path == "/" {
-            b""
-        } else {
-            node_path.as_bytes()
-        });
-        crc.update(node.data().unwrap_or_default());
-        for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
-            crc.update(&v.to_be_bytes());
-        }
-        for v in [s.version, s.cversion, s.aversion] {
-            crc.update(&v.to_be_bytes());
-        }
-        crc.update(&s.ephemeral_owner.to_be_bytes());
-        u64::from(crc.finalize())
+        zookeeper_node_digest(node_path, node)
     }
+}
+
+/// `DigestCalculator.calculateDigest`: a CRC-32 of the node's path, data and stat; 0 for the
+/// nodes under /zookeeper/, the root hashed under the empty path. The tree's digest is the
+/// wrapping sum of its nodes'.
+pub fn zookeeper_node_digest(node_path: &str, node: NodeRef<'_>) -> u64 {
+    if node_path.starts_with("/zookeeper/") {
+        return 0;
+    }
+    let s = node.stat();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(if node_path == "/" {
+        b""
+    } else {
+        node_path.as_bytes()
+    });
+    crc.update(node.data().unwrap_or_default());
+    for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
+        crc.update(&v.to_be_bytes());
+    }
+    for v in [s.version, s.cversion, s.aversion] {
+        crc.update(&v.to_be_bytes());
+    }
+    crc.update(&s.ephemeral_owner.to_be_bytes());
+    u64::from(crc.finalize())
 }
 
 /// The password ZooKeeper gave session `id` (`ZooKeeperServer.generatePasswd`: 16 bytes of

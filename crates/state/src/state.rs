@@ -95,6 +95,7 @@ impl State {
             TxnKind::DeleteContainer { path } => self.delete_container(path, time, &mut out),
             TxnKind::Reconfigured { members } => self.reconfigured(members, time, &mut out),
             TxnKind::Refused { err } => out.err = *err,
+            TxnKind::Restore { snapshot } => self.restore(snapshot, &mut out),
             TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
                 out.err = ErrorCode::SESSION_EXPIRED;
             }
@@ -323,12 +324,44 @@ impl State {
         }
     }
 
+    /// Replaces the whole state with the one in `snapshot` (the admin `restore` command).
+    fn restore(&mut self, snapshot: &[u8], out: &mut Outcome) {
+        // The leader decoded these bytes before proposing them and the log checksums them:
+        // a replica that cannot decode them holds corrupt data.
+        let mut new = crate::snapshot::decode(snapshot)
+            .unwrap_or_else(|e| panic!("a committed restore does not decode: {e}"));
+        // Clients have seen zxids up to this one: it is never taken back.
+        new.zxid = new.zxid.max(self.zxid);
+        out.zxid = new.zxid;
+        new.time_ms = new.time_ms.max(self.time_ms);
+        new.config = self.config;
+        new.next_session_id = new.next_session_id.max(self.next_session_id);
+        for (id, session) in new.sessions.iter_mut() {
+            if let Some(now) = self.sessions.get(id) {
+                session.password.clone_from(&now.password);
+            }
+        }
+        // The ensemble serving the state is this one, whatever the snapshot's was.
+        let config = system::CONFIG;
+        if let (Some(old), Some(id)) = (self.tree.get(config), new.tree.lookup(config)) {
+            let (data, stat) = (old.data().map(<[u8]>::to_vec), old.stat());
+            new.tree
+                .set_data(config, id, data.as_deref(), stat.mzxid, stat.mtime);
+            new.tree.set_stat(config, id, stat);
+        }
+        *self = new;
+    }
+
     fn create_session(&mut self, time: i64, timeout_ms: i32, password: &[u8], out: &mut Outcome) {
         if self.next_session_id == 0 {
             // As ZooKeeper's SessionTrackerImpl: the time in the middle bits, so ids differ
             // across a wiped data directory, and a high byte (1) that is neither the container
             // (0x80) nor the TTL (0xff) marker of ephemeralOwner.
             self.next_session_id = (((time << 24) as u64 >> 8) as i64) | (1 << 56);
+        }
+        // A restored session table may hold ids from another server's history.
+        while self.sessions.contains_key(&self.next_session_id) {
+            self.next_session_id += 1;
         }
         let id = self.next_session_id;
         self.next_session_id += 1;
@@ -488,5 +521,77 @@ mod tests {
             outcome.zxid + 1,
             "a refused write takes a zxid"
         );
+    }
+
+    fn session(state: &mut State, time_ms: i64, password: u8) -> i64 {
+        let create = TxnKind::CreateSession {
+            timeout_ms: 10_000,
+            password: vec![password; 16],
+        };
+        state
+            .apply(&txn(0, time_ms, create))
+            .created_session
+            .unwrap()
+    }
+
+    fn create(state: &mut State, session: i64, path: &str) {
+        let create = TxnKind::Request(Request::Create(CreateRequest {
+            path: path.into(),
+            data: Some(b"d".to_vec()),
+            acl: Acl::open(),
+            flags: 0,
+        }));
+        assert!(state.apply(&txn(session, 9_000, create)).err.is_ok());
+    }
+
+    #[test]
+    fn a_restore_replaces_the_state_but_keeps_what_belongs_to_the_running_cluster() {
+        // The snapshot: a session shared with the running state, one of its own, and /old.
+        let mut snapshot = State::new(StateConfig { ttl_enabled: false });
+        let shared = session(&mut snapshot, 1_000, 1);
+        let own = session(&mut snapshot, 1_000, 2);
+        create(&mut snapshot, own, "/old");
+        let mut state = State::new(StateConfig::default());
+        assert_eq!(
+            session(&mut state, 1_000, 9),
+            shared,
+            "the same clock: the same id"
+        );
+        for p in ["/a", "/b", "/c", "/d"] {
+            create(&mut state, shared, p);
+        }
+        let members = TxnKind::Reconfigured {
+            members: "server.1=h:2888:3888:participant;2181\n".into(),
+        };
+        state.apply(&txn(0, 9_000, members));
+        let config = state.tree().get(system::CONFIG).unwrap();
+        let (config_data, config_stat) = (config.data().map(<[u8]>::to_vec), config.stat());
+        let before = state.last_zxid();
+        assert!(snapshot.last_zxid() < before);
+
+        let restore = TxnKind::Restore {
+            snapshot: crate::snapshot::encode(&snapshot),
+        };
+        let out = state.apply(&txn(0, 9_500, restore));
+        assert_eq!(
+            out.zxid,
+            before + 1,
+            "the zxid goes on from the running state's"
+        );
+        assert_eq!(state.last_zxid(), before + 1);
+        assert!(state.tree().get("/old").is_some() && state.tree().get("/a").is_none());
+        assert_eq!(state.session(shared).unwrap().password, vec![9; 16]);
+        assert_eq!(state.session(own).unwrap().password, vec![2; 16]);
+        let config = state.tree().get(system::CONFIG).unwrap();
+        assert_eq!(config.data().map(<[u8]>::to_vec), config_data);
+        assert_eq!(config.stat(), config_stat);
+        assert!(
+            state.config.ttl_enabled,
+            "the cluster's settings, not the snapshot's"
+        );
+        // A new session never takes an id the restored table holds.
+        let next = session(&mut state, 1_000, 3);
+        assert!(next != shared && next != own);
+        assert_eq!(state.sessions().count(), 3);
     }
 }

@@ -40,6 +40,12 @@ pub enum TxnKind {
     /// A write the leader refused before the state machine saw it (a reconfig that could not be
     /// carried out): it takes a zxid and answers `err`, as ZooKeeper's error transactions do.
     Refused { err: ErrorCode },
+    /// The whole state replaced by another (the admin `restore` command): `snapshot` is that
+    /// state in Warden's snapshot encoding ([`crate::snapshot::encode`]), which the leader
+    /// decoded before it proposed it. The running cluster keeps its own membership
+    /// (/zookeeper/config), the zxid never goes back, and a session in both tables keeps its
+    /// password, so its client can resume it.
+    Restore { snapshot: Vec<u8> },
 }
 
 /// A change a client may be watching: the event type, the path it happened at, and the ACL of

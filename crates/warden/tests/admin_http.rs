@@ -245,16 +245,21 @@ async fn unknown_commands_auth_and_the_links_page() {
     );
     let reply = http::request(warden.admin_addr(), "POST", "/commands/restore", &[]).unwrap();
     assert_eq!(reply.status, 401, "{}", reply.body);
-    // With one, Warden cannot serve them yet: 503, as a ZooKeeper with them disabled.
+    // With one, by any alias (tests/snapshot_restore.rs streams and restores).
     let reply = http::get(
         warden.admin_addr(),
-        "/commands/snap",
+        "/commands/snap?streaming=false",
         &["Authorization: digest root:pw"],
     )
     .unwrap();
-    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(top_keys(&reply.body), ["command", "error"]);
     assert!(reply.body.contains("\"command\" : \"snapshot\""));
+    assert!(
+        reply
+            .header("last_zxid")
+            .is_some_and(|z| z.starts_with("0x"))
+    );
 
     // The links page: one link per primary name, sorted.
     let page = admin(&warden, "/commands");
@@ -457,6 +462,16 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `proposal_stats`' last, min and max buffer sizes, if the answer has them.
+fn proposal_stats(body: &str) -> Option<(i64, i64, i64)> {
+    let at = body.find("\"proposal_stats\" : {")?;
+    let mut values = body[at..].lines().skip(1).take(3).map(|line| {
+        let (_, value) = line.split_once(" : ").expect("a field");
+        value.trim_end_matches(',').parse::<i64>().expect("a size")
+    });
+    Some((values.next()?, values.next()?, values.next()?))
+}
+
 fn member_get(cluster: &Cluster, i: usize, path: &str) -> Reply {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], cluster.members[i].admin_port));
     http::get(addr, path, &[]).expect("the member's admin server answers")
@@ -528,9 +543,30 @@ fn cluster_members_answer_with_their_roles() {
         1,
         "{view}"
     );
+    // proposal_stats: the sizes of the entries the leader proposed, a 1000-byte create's
+    // among them; a follower has none, as ZooKeeper's.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let zk = zookeeper_client::Client::connector()
+                .connect(&cluster.member_connect_string(leader))
+                .await
+                .unwrap();
+            zk.create("/proposed", &[7; 1000], &persistent())
+                .await
+                .unwrap();
+        });
     let stats = member_get(&cluster, leader, "/commands/srvr").body;
     assert!(stats.contains("\"server_state\" : \"leader\""), "{stats}");
-    assert!(stats.contains("\"proposal_stats\" : {"), "{stats}");
+    let (last, min, max) = proposal_stats(&stats).expect("proposal_stats on the leader");
+    assert!(
+        max > 1000 && 0 < min && min <= last && last <= max,
+        "{stats}"
+    );
+    let stats = member_get(&cluster, follower, "/commands/srvr").body;
+    assert!(proposal_stats(&stats).is_none(), "{stats}");
 
     // Without its leader the remaining participant has no quorum: not ready, still alive.
     cluster.kill9(leader);

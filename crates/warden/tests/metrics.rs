@@ -119,11 +119,6 @@ const NOT_IN_WARDEN: &[(&str, &str)] = &[
     ("quit_leading_due_to_disloyal_voter", "Zab"),
     ("diff_count", "Zab learner sync"),
     ("snap_count", "Zab learner sync"),
-    // The leader's proposal sizes (Zab's Leader.propose).
-    ("last_proposal_size", "not measured yet"),
-    ("max_proposal_size", "not measured yet"),
-    ("min_proposal_size", "not measured yet"),
-    ("proposal_count", "not measured yet"),
     // Connections that never sent a handshake, expired by ZooKeeper's session tracker:
     // Warden times the handshake out on the connection and does not count it.
     ("sessionless_connections_expired", "not measured yet"),
@@ -178,6 +173,9 @@ const LEADER_ONLY: &[&str] = &[
     "synced_non_voting_followers",
     "synced_observers",
     "pending_syncs",
+    "last_proposal_size",
+    "min_proposal_size",
+    "max_proposal_size",
 ];
 
 /// One scrape, parsed.

@@ -111,28 +111,48 @@ impl Response {
     fn error(status: u16, command: &str, error: impl Into<String>) -> Response {
         Response::new(status, command, Object::new(), Some(error.into()))
     }
+
+    /// A status with ZooKeeper's bare answer, `error` null (as its `snapshot` and `restore`
+    /// answer 503, 429 and 500).
+    pub(super) fn status(status: u16, command: &str) -> Response {
+        Response::new(status, command, Object::new(), None)
+    }
+
+    /// A status with `error` saying why.
+    pub(super) fn failed(status: u16, command: &str, error: impl Into<String>) -> Response {
+        Response::error(status, command, error)
+    }
+
+    pub(super) fn with_fields(status: u16, command: &str, fields: Object) -> Response {
+        Response::new(status, command, fields, None)
+    }
+}
+
+/// ZooKeeper's answer to a command that needs a serving server, when this one does not.
+pub(super) fn not_serving(primary: &str) -> Response {
+    Response::error(
+        200,
+        primary,
+        "This ZooKeeper instance is not currently serving requests",
+    )
 }
 
 /// ZooKeeper's trace mask when nobody set one (`ZooTrace`); Warden has no trace log to mask.
 const TRACE_MASK_DEFAULT: i64 = 306;
 
-/// Runs the command `name` names (any alias) for a GET; `authorization` is the request's
-/// `Authorization` header.
-pub fn run(ctx: &Context, name: &str, authorization: Option<&str>) -> Response {
+/// Runs the command `name` names (any alias) for a GET.
+pub fn run(ctx: &Context, name: &str) -> Response {
     let Some(command) = find(name) else {
         // ZooKeeper answers 200 here, with the name as asked.
         return Response::error(200, name, format!("Unknown command: {name}"));
     };
     let primary = command.name();
     if command.server_required && !facts::answering(ctx) {
-        return Response::error(
-            200,
-            primary,
-            "This ZooKeeper instance is not currently serving requests",
-        );
+        return not_serving(primary);
     }
     if command.auth {
-        return unavailable_with_auth(primary, authorization);
+        // `snapshot` is answered by admin::snapshots; this is a GET of `restore`.
+        return Response::error(405, primary, format!("{primary} takes a POST"));
     }
     match fields(ctx, primary) {
         Ok(fields) => Response::new(200, primary, fields, None),
@@ -140,27 +160,13 @@ pub fn run(ctx: &Context, name: &str, authorization: Option<&str>) -> Response {
     }
 }
 
-/// A POST: ZooKeeper takes one only for `restore` (the body a snapshot).
-pub fn run_post(ctx: &Context, name: &str, authorization: Option<&str>) -> Response {
+/// A POST of any command but `restore` (which admin::snapshots answers): ZooKeeper takes
+/// none.
+pub fn run_post(ctx: &Context, name: &str) -> Response {
     match find(name) {
-        Some(c) if c.name() == "restore" => run(ctx, name, authorization),
         Some(c) => Response::error(405, c.name(), format!("{} does not take a POST", c.name())),
-        None => run(ctx, name, authorization),
+        None => run(ctx, name),
     }
-}
-
-/// snapshot and restore: ZooKeeper's 401 without credentials, then 503 as when its
-/// `admin.snapshot.enabled`/`admin.restore.enabled` are off: Warden cannot yet write or read
-/// ZooKeeper's snapshot format (docs/admin.md).
-fn unavailable_with_auth(primary: &str, authorization: Option<&str>) -> Response {
-    if authorization.is_none_or(|a| a.trim().is_empty()) {
-        return Response::error(401, primary, "Auth info is missing for the command");
-    }
-    Response::error(
-        503,
-        primary,
-        format!("{primary} is not supported by Warden yet"),
-    )
 }
 
 /// The fields of a command that answers; `Err` says why Warden cannot answer it.
@@ -467,8 +473,10 @@ fn server_stats(ctx: &Context, o: &mut Object) {
         .put("server_stats", stats)
         .put("client_response", buffer_stats(responses));
     if s.mode == "leader" {
-        // Proposal sizes are not measured (docs/metrics.md).
-        o.put("proposal_stats", buffer_stats((-1, -1, -1)));
+        o.put(
+            "proposal_stats",
+            buffer_stats(ctx.stats.proposal_sizes.last_min_max()),
+        );
     }
     o.put("node_count", s.node_count);
 }

@@ -276,6 +276,11 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         out.push(("synced_non_voting_followers", Int(0)));
         out.push(("synced_observers", synced(&status.learners)));
         out.push(("pending_syncs", u(status.pending_syncs)));
+        // ZooKeeper's leader's proposal sizes (BufferStats: -1 before the first).
+        let (last, min, max) = r.stats.proposal_sizes.last_min_max();
+        out.push(("last_proposal_size", Int(last)));
+        out.push(("min_proposal_size", Int(min)));
+        out.push(("max_proposal_size", Int(max)));
     }
     out
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::commands::{self, COMMANDS};
 use super::json::Json;
+use super::snapshots;
 use crate::config::{Admin, AdminHttps};
 use crate::server::Context;
 
@@ -188,34 +189,63 @@ async fn links(State(ctx): State<Arc<Context>>) -> Response {
 async fn command(
     State(ctx): State<Arc<Context>>,
     Path(name): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    json(commands::run(&ctx, &name, authorization))
+    match commands::find(&name).map(commands::Command::name) {
+        Some("snapshot") => {
+            reply(snapshots::snapshot(&ctx, uri.query(), authorization(&headers)).await)
+        }
+        _ => json(commands::run(&ctx, &name)),
+    }
 }
 
 async fn command_post(
     State(ctx): State<Arc<Context>>,
     Path(name): Path<String>,
     headers: HeaderMap,
+    body: Body,
 ) -> Response {
-    let authorization = headers
+    match commands::find(&name).map(commands::Command::name) {
+        Some("restore") => reply(snapshots::restore(&ctx, authorization(&headers), body).await),
+        _ => json(commands::run_post(&ctx, &name)),
+    }
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    json(commands::run_post(&ctx, &name, authorization))
+        .and_then(|v| v.to_str().ok())
 }
 
 fn json(r: commands::Response) -> Response {
-    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = Json::Object(r.body).to_pretty();
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        Body::from(body),
-    )
-        .into_response()
+    reply(snapshots::Reply::Json(r, Vec::new()))
+}
+
+/// An answer with ZooKeeper's headers: JSON, or a snapshot's bytes as
+/// `application/octet-stream` (its `StreamOutputter`).
+fn reply(r: snapshots::Reply) -> Response {
+    let (status, content_type, body, extra) = match r {
+        snapshots::Reply::Json(r, extra) => (
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            "application/json",
+            Body::from(Json::Object(r.body).to_pretty()),
+            extra,
+        ),
+        snapshots::Reply::Bytes(bytes, extra) => (
+            StatusCode::OK,
+            "application/octet-stream",
+            Body::from(bytes),
+            extra,
+        ),
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    for (name, value) in extra {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
 
 /// ClickHouse Keeper's readiness (`KeeperReadinessHandler`): ok on a server that serves

@@ -65,6 +65,9 @@ const MONITOR_GAUGES: &[&str] = &[
     "synced_non_voting_followers",
     "synced_observers",
     "pending_syncs",
+    "last_proposal_size",
+    "min_proposal_size",
+    "max_proposal_size",
 ];
 
 /// Warden's figures in `mntr` that are served as `warden_` gauges, and what they mean.
@@ -196,6 +199,17 @@ fn zookeeper(
     out.counter("looking_count", count(&ctx.leadership.elections));
     out.counter("revalidate_count", count(&stats.sessions_resumed));
     out.counter("stale_sessions_expired", count(&stats.sessions_expired));
+    out.counter("proposal_count", count(&stats.proposals));
+    out.counter("snapshot_error_count", count(&stats.snapshot_errors));
+    out.counter(
+        "snapshot_rate_limited_count",
+        count(&stats.snapshot_rate_limited),
+    );
+    out.counter("restore_error_count", count(&stats.restore_errors));
+    out.counter(
+        "restore_rate_limited_count",
+        count(&stats.restore_rate_limited),
+    );
 
     out.summary("readlatency", &stats.read_latency_ms.snapshot(ADVANCED));
     out.summary("updatelatency", &stats.write_latency_ms.snapshot(ADVANCED));
@@ -209,6 +223,7 @@ fn zookeeper(
         },
     );
     out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
+    out.summary("restore_time", &stats.restore_ms.snapshot(BASIC));
     out.summary("dbinittime", &stats.recovery_ms.snapshot(BASIC));
     out.summary(
         "startup_snap_load_time",

@@ -5,6 +5,8 @@
 //! - [`facts`]: what the words and commands report, gathered from the replica and consensus.
 //! - [`four_letter`]: the words, in ZooKeeper 3.9's text.
 //! - [`commands`]: ZooKeeper 3.9's command table and each command's JSON.
+//! - [`snapshots`]: the `snapshot` and `restore` commands: ZooKeeper's snapshot format out
+//!   and in, through the log.
 //! - [`json`]: JSON as ZooKeeper's Jackson writes it, keys in order.
 //! - [`http`]: the HTTP listener and its routes.
 //! - [`metrics`]: `/metrics`, ZooKeeper's Prometheus families and Warden's own.
@@ -17,6 +19,7 @@ pub mod http;
 pub mod json;
 pub mod metrics;
 pub mod process;
+pub mod snapshots;
 
 pub use facts::mode;
 pub use four_letter::answer;

@@ -297,6 +297,8 @@ pub struct Consensus {
     recovery: Arc<rejoin::Recovery>,
     snapshot_bytes_max: u64,
     enforce_quota: bool,
+    /// Where the sizes of this leader's proposals are kept.
+    stats: Arc<crate::stats::ServerStats>,
 }
 
 fn raft_config(options: &Options) -> Result<openraft::Config, StartError> {
@@ -341,6 +343,7 @@ impl Consensus {
     ) -> Result<Consensus, StartError> {
         let node_id = options.identity.me;
         let standalone = options.members.len() <= 1;
+        let stats = replica.lock().expect("replica lock poisoned").stats.clone();
         let (log, snapshots) = match open_stores(&options).await {
             // A member of a cluster gets its data back from the others (`rejoin`); a
             // standalone server has nobody to get it from and says why it cannot start.
@@ -453,6 +456,7 @@ impl Consensus {
             recovery,
             snapshot_bytes_max: options.snapshot_bytes_max,
             enforce_quota: options.enforce_quota,
+            stats,
         };
         if standalone {
             consensus
@@ -668,16 +672,22 @@ impl Consensus {
         }
     }
 
-    /// Proposes like [`Consensus::propose`] and waits until the entry is applied here.
+    /// Proposes like [`Consensus::propose`] and waits until the entry is applied here;
+    /// returns the zxid the state has after it.
     pub async fn propose_and_wait(
         &self,
         proposal: Proposal,
         term: Option<u64>,
-    ) -> Result<(), ProposeError> {
+    ) -> Result<i64, ProposeError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let completion = Completion::new(move |result: Result<_, ClientWriteError<_>>| {
-            let _ = tx.send(result.map(|_| ()).map_err(propose_error));
-        });
+        let completion = Completion::new(
+            move |result: Result<
+                openraft::raft::ClientWriteResponse<WardenRaft>,
+                ClientWriteError<_>,
+            >| {
+                let _ = tx.send(result.map(|r| r.data.zxid).map_err(propose_error));
+            },
+        );
         if self.write(proposal, term, completion).await.is_err() {
             return Err(ProposeError::Stopped);
         }
@@ -696,6 +706,12 @@ impl Consensus {
         // time (the state machine keeps it from going backwards across leaders) and the
         // leader's quota enforcement, which every replica then applies alike.
         self.stamp(&mut proposal);
+        if self.is_leader() && !self.standalone {
+            // The entry as the log stores it (its serde form is this encoding). A standalone
+            // server has no proposals to count, as ZooKeeper's has none.
+            self.stats.proposal_sizes.record(proposal.encode().len());
+            self.stats.proposals.fetch_add(1, Ordering::Relaxed);
+        }
         let write = self.raft.write(proposal).responder(completion);
         match term {
             Some(term) => {

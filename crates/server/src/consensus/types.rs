@@ -42,6 +42,7 @@ impl fmt::Display for Proposal {
             TxnKind::DeleteContainer { path } => format!("deleteContainer {path}"),
             TxnKind::Reconfigured { .. } => "reconfigured".to_owned(),
             TxnKind::Refused { err } => format!("refused {}", err.0),
+            TxnKind::Restore { snapshot } => format!("restore of {} bytes", snapshot.len()),
         };
         write!(f, "{kind} session {:#x}", self.txn.session_id)
     }
@@ -55,6 +56,7 @@ mod tag {
     pub const DELETE_CONTAINER: u8 = 4;
     pub const RECONFIGURED: u8 = 5;
     pub const REFUSED: u8 = 6;
+    pub const RESTORE: u8 = 7;
 }
 
 /// Version byte of the encoding below, first in every entry. Version 1 (one-node servers)
@@ -114,6 +116,10 @@ impl Proposal {
                 w.write_u8(tag::REFUSED);
                 w.write_i32(err.0);
             }
+            TxnKind::Restore { snapshot } => {
+                w.write_u8(tag::RESTORE);
+                w.write_bytes(snapshot);
+            }
         }
         w.into_bytes()
     }
@@ -170,6 +176,9 @@ impl Proposal {
             },
             tag::REFUSED => TxnKind::Refused {
                 err: ErrorCode(r.read_i32()?),
+            },
+            tag::RESTORE => TxnKind::Restore {
+                snapshot: Vec::<u8>::decode(&mut r)?,
             },
             other => {
                 return Err(DecodeError::InvalidValue {
@@ -364,6 +373,14 @@ mod tests {
             origin: None,
             txn: txn(TxnKind::Refused {
                 err: ErrorCode::NEW_CONFIG_NO_QUORUM,
+            }),
+        });
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::Restore {
+                snapshot: warden_state::snapshot::encode(&warden_state::State::new(
+                    Default::default(),
+                )),
             }),
         });
     }

@@ -403,6 +403,22 @@ fn admin_and_metrics_endpoints() {
     assert!(!Config::default().to_toml_string().contains("# listen"));
     assert!(load("admin.commandURL=commands\n").is_err());
     assert!(load("admin.idleTimeout=0\n").is_err());
+    // snapshot and restore: on by default, off by anything but "true" (Boolean.parseBoolean).
+    let c = config("");
+    assert!(c.admin.snapshot_enabled && c.admin.restore_enabled);
+    assert_eq!(c.admin.rate_limit_interval_ms, 300_000);
+    let c = config(
+        "admin.snapshot.enabled=no\nzookeeper.admin.restore.enabled=FALSE\n\
+         admin.rateLimiterIntervalInMS=10\n",
+    );
+    assert!(!c.admin.snapshot_enabled && !c.admin.restore_enabled);
+    assert_eq!(c.admin.rate_limit_interval_ms, 10);
+    assert!(
+        config("admin.snapshot.enabled=TRUE\n")
+            .admin
+            .snapshot_enabled
+    );
+    assert!(load("admin.rateLimiterIntervalInMS=-1\n").is_err());
     let prometheus = "metricsProvider.className=\
                       org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n";
     assert_eq!(

@@ -229,6 +229,9 @@ impl Model {
             TxnKind::Reconfigured { .. } => {
                 unreachable!("the generated sequences change no membership")
             }
+            TxnKind::Restore { .. } => {
+                unreachable!("the generated sequences restore no snapshot")
+            }
             TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
                 (ErrorCode::SESSION_EXPIRED, Response::Empty)
             }

@@ -1,5 +1,5 @@
 //! A minimal HTTP/1.1 client for the admin server: one GET or POST per connection
-//! (`Connection: close`), read to the end. Enough to check status, headers and body byte for
+//! (`Connection: close`), read to the end; a POST may carry a body, a reply may be bytes. Enough to check status, headers and body byte for
 //! byte, with nothing between the test and the server's bytes.
 
 use std::io::{Read, Write};
@@ -34,33 +34,114 @@ pub fn request(
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Reply> {
-    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    request_over(s, addr, method, path, headers)
+    let (status, headers, body) = exchange(addr, method, path, headers, &[])?;
+    text_reply(status, headers, body)
 }
 
 /// [`request`] over a connection already made (a TLS one, say) to `addr`.
 pub fn request_over(
-    mut s: impl Read + Write,
+    s: impl Read + Write,
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Reply> {
+    let (status, headers, body) = exchange_over(s, addr, method, path, headers, &[])?;
+    text_reply(status, headers, body)
+}
+
+fn text_reply(
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> std::io::Result<Reply> {
+    let body = String::from_utf8(body).expect("an admin reply is UTF-8");
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A reply whose body may be any bytes (a snapshot).
+#[derive(Debug)]
+pub struct BinaryReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl BinaryReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (a JSON answer).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// `method path` with `body` (sent with its Content-Length), the reply's body as bytes.
+pub fn binary(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<BinaryReply> {
+    let (status, headers, body) = exchange(addr, method, path, headers, body)?;
+    Ok(BinaryReply {
+        status,
+        headers,
+        body,
+    })
+}
+
+type Exchanged = (u16, Vec<(String, String)>, Vec<u8>);
+
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<Exchanged> {
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    exchange_over(s, addr, method, path, headers, body)
+}
+
+fn exchange_over(
+    mut s: impl Read + Write,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<Exchanged> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for h in headers {
         head.push_str(h);
         head.push_str("\r\n");
     }
     if method == "POST" {
-        head.push_str("Content-Length: 0\r\n");
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
     s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
-    let text = String::from_utf8(raw).expect("an admin reply is UTF-8");
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head and a body");
+    let head = String::from_utf8(raw[..split].to_vec()).expect("an HTTP head is text");
+    let body = raw[split + 4..].to_vec();
     let mut lines = head.split("\r\n");
     let status = lines
         .next()
@@ -71,9 +152,5 @@ pub fn request_over(
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    Ok(Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    })
+    Ok((status, headers, body))
 }

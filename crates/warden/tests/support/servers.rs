@@ -193,8 +193,13 @@ pub fn spawn_logged(mut command: Command, log: &Path) -> Child {
 /// Installs ZooKeeper 3.9.5 if needed and starts it on a free port from a zoo.cfg made of
 /// `zoo_cfg_body`, with `jvm_opts` as extra JVM flags. Does not wait for it to serve.
 pub fn spawn_zookeeper(zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
+    spawn_zookeeper_in(temp_dir("zookeeper"), zoo_cfg_body, jvm_opts)
+}
+
+/// [`spawn_zookeeper`] in `dir` (from [`temp_dir`]), whose `data` directory the caller may
+/// have filled (a `version-2/snapshot.<zxid>` for ZooKeeper to load).
+pub fn spawn_zookeeper_in(dir: PathBuf, zoo_cfg_body: &str, jvm_opts: &str) -> ServerProcess {
     install_zookeeper();
-    let dir = temp_dir("zookeeper");
     let port = free_port();
     let config = write_zoo_cfg(&dir, port, zoo_cfg_body);
     let child = spawn_logged(
