@@ -1,13 +1,14 @@
 //! The admin HTTP server, on the server's tokio runtime: ZooKeeper's AdminServer
 //! (`GET <commandURL>` lists the commands, `GET <commandURL>/<name>` runs one), ClickHouse
-//! Keeper's `/ready`, and `/health` for load balancers and liveness probes (docs/admin.md).
+//! Keeper's `/ready`, `/health` for load balancers and liveness probes (docs/admin.md), and
+//! the web console under `/console` (docs/console.md).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -17,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::commands::{self, COMMANDS};
+use super::console::{self, Peer};
 use super::json::Json;
 use crate::config::Admin;
 use crate::server::Context;
@@ -73,7 +75,8 @@ pub(super) async fn serve_app(
             .await
             .expect("the semaphore is never closed");
         let (stream, peer) = crate::server::accept(&listener, what).await;
-        let service = TowerToHyperService::new(app.clone());
+        // Each request knows its connection's peer: the console checks ACLs with its address.
+        let service = TowerToHyperService::new(app.clone().layer(Extension(Peer(peer))));
         tokio::spawn(async move {
             let mut http = hyper::server::conn::http1::Builder::new();
             // Jetty's idle timeout: hyper times the wait for each request's headers, which
@@ -94,6 +97,7 @@ fn router(ctx: Arc<Context>, url: &str) -> Router {
         .route(&format!("{url}/{{name}}"), get(command).post(command_post))
         .route("/ready", get(ready))
         .route("/health", get(health))
+        .merge(console::routes())
         .with_state(ctx)
 }
 
