@@ -34,18 +34,30 @@ pub fn request(
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Reply> {
+    request_with_body(addr, method, path, headers, b"")
+}
+
+/// A request with `body` (a POST says its length even when it is empty).
+pub fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<Reply> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for h in headers {
         head.push_str(h);
         head.push_str("\r\n");
     }
-    if method == "POST" {
-        head.push_str("Content-Length: 0\r\n");
+    if method == "POST" || !body.is_empty() {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
     s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     let text = String::from_utf8(raw).expect("an admin reply is UTF-8");
