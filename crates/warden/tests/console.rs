@@ -7,8 +7,8 @@
 
 mod support;
 
-use std::io::Write as _;
-use std::net::SocketAddr;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -488,7 +488,7 @@ fn chromium(profile: &Path, args: &[&str], url: &str) -> String {
     let mut stdout = child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {
         let mut out = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        let _ = stdout.read_to_string(&mut out);
         out
     });
     loop {
@@ -579,4 +579,282 @@ async fn the_console_renders_in_headless_chromium() {
     let kept = std::env::temp_dir().join("warden-console.png");
     let _ = std::fs::copy(&shot, &kept);
     let _ = std::io::stderr().write_all(format!("screenshot: {}\n", kept.display()).as_bytes());
+}
+
+/// A WebDriver session of chromium-driver's, driving headless Chromium: just the commands the
+/// test needs, over plain HTTP. Dropping it ends the browser and kills the driver by pid.
+struct Browser {
+    driver: std::process::Child,
+    addr: SocketAddr,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+/// The key W3C WebDriver names an element reference with.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Browser {
+    fn start() -> Browser {
+        install_chromium();
+        let port = support::servers::free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let mut browser = Browser {
+            driver,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            session: String::new(),
+            _profile: profile,
+        };
+        let deadline = Instant::now() + BROWSER_TIMEOUT;
+        while TcpStream::connect(browser.addr).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let capabilities = serde_json::json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--hide-scrollbars",
+                    format!("--window-size={},{}", SCREEN.0, SCREEN.1),
+                    format!("--user-data-dir={}", browser._profile.path().display()),
+                ],
+            },
+        }}});
+        let created = browser.command("POST", "/session", capabilities);
+        browser.session = created["sessionId"].as_str().expect("a session").to_owned();
+        browser
+    }
+
+    /// A WebDriver command; its `value`.
+    fn command(&self, method: &str, path: &str, body: Value) -> Value {
+        let path = if path.starts_with("/session/") || path == "/session" {
+            path.to_owned()
+        } else {
+            format!("/session/{}{path}", self.session)
+        };
+        let body = if body.is_null() {
+            Vec::new()
+        } else {
+            body.to_string().into_bytes()
+        };
+        let (status, reply) = exchange(self.addr, method, &path, &body);
+        let value: Value = serde_json::from_str(&reply).expect("JSON from chromedriver");
+        assert_eq!(status, 200, "{method} {path}: {value}");
+        value["value"].clone()
+    }
+
+    fn open(&self, url: &str) {
+        self.command("POST", "/url", serde_json::json!({ "url": url }));
+    }
+
+    fn element(&self, css: &str) -> String {
+        let found = self.command(
+            "POST",
+            "/element",
+            serde_json::json!({"using": "css selector", "value": css}),
+        );
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("{css}: {found}"))
+            .to_owned()
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css);
+        self.command(
+            "POST",
+            &format!("/element/{id}/value"),
+            serde_json::json!({ "text": text }),
+        );
+    }
+
+    fn click(&self, css: &str) {
+        let id = self.element(css);
+        self.command(
+            "POST",
+            &format!("/element/{id}/click"),
+            serde_json::json!({}),
+        );
+    }
+
+    /// Runs `script` (a function body) in the page; its return value.
+    fn script(&self, script: &str) -> Value {
+        self.command(
+            "POST",
+            "/execute/sync",
+            serde_json::json!({ "script": script, "args": [] }),
+        )
+    }
+
+    /// Waits until `script` returns true, at most ten seconds.
+    fn wait_for(&self, what: &str, script: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.script(script) != Value::Bool(true) {
+            assert!(Instant::now() < deadline, "waited in vain for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn text(&self, css: &str) -> String {
+        let id = self.element(css);
+        self.command("GET", &format!("/element/{id}/text"), Value::Null)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The window as a decoded PNG: width, height, channels per pixel, pixels.
+    fn screenshot(&self) -> (u32, u32, usize, Vec<u8>) {
+        let png = self.command("GET", "/screenshot", Value::Null);
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64"))
+            .unwrap();
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+            .read_info()
+            .expect("a PNG");
+        let mut pixels = vec![0; reader.output_buffer_size().expect("a size")];
+        let frame = reader.next_frame(&mut pixels).expect("the PNG decodes");
+        pixels.truncate(frame.buffer_size());
+        (
+            frame.width,
+            frame.height,
+            frame.color_type.samples(),
+            pixels,
+        )
+    }
+}
+
+/// One HTTP request to chromedriver, which keeps connections open whatever the client asks:
+/// the reply is read up to its Content-Length. Returns the status and the body.
+fn exchange(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connecting to chromedriver");
+    s.set_read_timeout(Some(BROWSER_TIMEOUT)).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut reader = BufReader::new(s);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).expect("a status line");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a header");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().expect("a length");
+        }
+    }
+    let mut reply = vec![0; length];
+    reader.read_exact(&mut reply).expect("the body");
+    (status, String::from_utf8(reply).expect("UTF-8"))
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let path = format!("/session/{}", self.session);
+            let _ = exchange(self.addr, "DELETE", &path, b"");
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// An operator signs in and creates a node with the page's form, in a browser driven through
+/// chromium-driver; a client sees the node. The live tab draws its charts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_created_in_the_browser_is_seen_by_a_client() {
+    let warden = Warden::start("");
+    let zk = client(&warden).await;
+    zk.create("/shop", b"", &persistent()).await.unwrap();
+    let browser = Browser::start();
+    browser.open(&format!("http://{}/console#/shop", warden.admin_addr()));
+    browser.wait_for(
+        "the children of /shop",
+        "return document.getElementById('children-summary').textContent === '0 children'",
+    );
+    assert_eq!(
+        browser.script("return document.getElementById('writes').hidden"),
+        true,
+        "read-only before signing in"
+    );
+
+    browser.type_into("#login-user", "bob");
+    browser.type_into("#login-password", "bobs-password");
+    browser.click("#login button");
+    browser.wait_for(
+        "the write forms",
+        "return !document.getElementById('writes').hidden",
+    );
+    browser.type_into("#create-name", "from-browser");
+    browser.type_into("#create-data", "made in chromium");
+    browser.click("#write-create button");
+    browser.wait_for(
+        "the create's answer",
+        "return document.getElementById('write-result').textContent !== ''",
+    );
+    let result = browser.text("#write-result");
+    assert!(result.contains("/shop/from-browser: done"), "{result}");
+    assert_eq!(
+        zk.get_data("/shop/from-browser").await.unwrap().0,
+        b"made in chromium"
+    );
+    browser.wait_for(
+        "the new child listed",
+        "return document.querySelector('[data-path=\"/shop/from-browser\"]') !== null",
+    );
+
+    // The live tab: three charts drawn from the figures polled every second.
+    browser.click("#tabs button[data-tab=live]");
+    browser.wait_for(
+        "three polls",
+        "return document.getElementById('live-memory').textContent.includes('MiB resident') \
+         && !document.getElementById('chart-memory').closest('section').hidden",
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let (width, height, channels, pixels) = browser.screenshot();
+    // The viewport: the window less what headless Chromium keeps of its frame.
+    assert_eq!(width, SCREEN.0);
+    assert!(height > SCREEN.1 / 2, "{height}");
+    // The memory chart's line (#2a9d8f) is drawn, and nowhere else on the page has its colour.
+    let line = pixels
+        .chunks(channels)
+        .filter(|p| p[..3] == [0x2a, 0x9d, 0x8f])
+        .count();
+    // A second of the two minutes shown is about 7 pixels wide: a few seconds of line.
+    assert!(line > 10, "{line} pixels of the memory chart's line");
+    std::fs::write(
+        std::env::temp_dir().join("warden-console-live.png"),
+        base64::engine::general_purpose::STANDARD
+            .decode(
+                browser
+                    .command("GET", "/screenshot", Value::Null)
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap(),
+    )
+    .unwrap();
 }

@@ -465,7 +465,8 @@ function drawChart(canvas, values, unit, color) {
   ctx.font = "11px sans-serif";
   ctx.fillText(format(max) + " " + unit, 2, 12);
   ctx.fillText("0", 2, h - 20);
-  ctx.fillText(HISTORY_POINTS + " s", w - 40, h - 4);
+  ctx.fillText(HISTORY_POINTS / (1000 / POLL_MS) + " s ago", 40, h - 4);
+  ctx.fillText("now", w - 28, h - 4);
   if (values.length < 2) {
     ctx.fillText("gathering…", w / 2 - 30, h / 2);
     return;
