@@ -451,16 +451,20 @@ const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 const SCREEN: (u32, u32) = (1280, 900);
 
 /// Installs Debian's chromium and chromium-driver if they are missing
-/// (scripts/console/install-chromium.sh).
+/// (scripts/console/install-chromium.sh), once for the tests of this process: two apt-gets at
+/// once would fight over apt's locks.
 fn install_chromium() {
-    let install = Command::new(repo_root().join("scripts/console/install-chromium.sh"))
-        .output()
-        .expect("running install-chromium.sh");
-    assert!(
-        install.status.success(),
-        "chromium could not be installed (needs root and a Debian mirror):\n{}",
-        String::from_utf8_lossy(&install.stderr)
-    );
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let install = Command::new(repo_root().join("scripts/console/install-chromium.sh"))
+            .output()
+            .expect("running install-chromium.sh");
+        assert!(
+            install.status.success(),
+            "chromium could not be installed (needs root and a Debian mirror):\n{}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+    });
 }
 
 /// Runs headless Chromium on `url` with `args`, killed by pid if it outlives
