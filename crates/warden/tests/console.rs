@@ -283,6 +283,8 @@ async fn writes_need_digest_credentials_and_go_through_the_request_path() {
     assert_eq!(who["can_write"], false);
     let who = json(admin, "/console/api/whoami", &[BOB]);
     assert_eq!(who["can_write"], true);
+    let bob = format!("digest:{}", warden_state::acl::digest("bob:bobs-password"));
+    assert_eq!(who["ids"], serde_json::json!(["ip:127.0.0.1", bob]));
 
     // With them: a create, as a client's, seen by the client.
     let (status, created) = post(admin, "/console/api/create?path=/made", &[BOB], b"v1");

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Extension, Path};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -82,8 +82,12 @@ async fn asset(Path(name): Path<String>) -> Response {
 
 /// Who the console takes the caller for: the identities reads are checked with, and whether
 /// writes are open to it.
-async fn whoami(Extension(Peer(peer)): Extension<Peer>, headers: HeaderMap) -> Response {
-    match Caller::of(peer, &headers, None) {
+async fn whoami(
+    State(ctx): State<Arc<Context>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    match Caller::from_request(&ctx, peer, &headers) {
         Ok(caller) => ok(json!({
             "ids": caller.ids.iter().map(|id| format!("{}:{}", id.scheme, id.id)).collect::<Vec<_>>(),
             "can_write": caller.credentials.is_some(),
