@@ -192,6 +192,8 @@ async fn the_tree_reads_as_a_client_wrote_it() {
     assert!(live["packets_received"].as_u64().unwrap() >= 155, "{live}");
     assert!(live["writes"]["count"].as_u64().unwrap() >= 154, "{live}");
     assert!(live["resident_bytes"].as_u64().unwrap() > 1 << 20, "{live}");
+    assert!(live["latency_count"].as_u64().unwrap() >= 154, "{live}");
+    assert!(live["latency_total_us"].as_u64().unwrap() > 0, "{live}");
     assert_eq!(live["sessions"], 1);
 
     // The page and its assets.

@@ -97,12 +97,7 @@ pub async fn cluster(State(ctx): State<Arc<Context>>) -> Response {
     let replication = ctx.consensus.replication();
     let me = ctx.consensus.node_id();
     let zxid = ctx.replica().state().last_zxid();
-    let (members, _) = crate::cluster::membership::current(&ctx);
-    let members = if members.is_empty() {
-        ctx.config.cluster.members.clone()
-    } else {
-        members
-    };
+    let members = facts::members(&ctx);
     let role_of = |id: u64| {
         if status.leader == Some(id) {
             "leader"
@@ -133,7 +128,7 @@ pub async fn cluster(State(ctx): State<Arc<Context>>) -> Response {
                 "synced": status.leader == Some(id) || status.synced_followers.contains(&id),
             })
         };
-    let list: Vec<Value> = if ctx.consensus.standalone() || members.is_empty() {
+    let list: Vec<Value> = if members.is_empty() {
         vec![member(me, Some(ctx.client_addr.to_string()), None, None)]
     } else {
         members
@@ -175,6 +170,7 @@ pub async fn live(State(ctx): State<Arc<Context>>) -> Response {
     let s = facts::summary(&ctx);
     let w = facts::watch_summary(&ctx.replica());
     let sessions = ctx.replica().state().sessions().count();
+    let (timed, total_us) = ctx.stats.latency.count_total_us();
     let quantiles = [0.5, 0.99];
     let summary = |snapshot: crate::stats::SummarySnapshot| {
         let q = |i: usize| snapshot.quantiles.get(i).and_then(|(_, v)| *v);
@@ -187,6 +183,8 @@ pub async fn live(State(ctx): State<Arc<Context>>) -> Response {
         "packets_sent": s.packets_sent,
         "commits": ctx.stats.commits.load(Ordering::Relaxed),
         "latency_ms": { "min": s.latency_min_ms, "avg": s.latency_avg_ms, "max": s.latency_max_ms },
+        "latency_count": timed,
+        "latency_total_us": total_us,
         "reads": summary(ctx.stats.read_latency_ms.snapshot(&quantiles)),
         "writes": summary(ctx.stats.write_latency_ms.snapshot(&quantiles)),
         "resident_bytes": process::look().resident_bytes,

@@ -438,9 +438,10 @@ function series() {
     const b = state.live[i];
     const seconds = Math.max((b.at - a.at) / 1000, 0.001);
     out.throughput.push(Math.max(0, b.packets_received - a.packets_received) / seconds);
-    const count = b.reads.count + b.writes.count - a.reads.count - a.writes.count;
-    const sum = b.reads.sum_ms + b.writes.sum_ms - a.reads.sum_ms - a.writes.sum_ms;
-    out.latency.push(count > 0 ? sum / count : 0);
+    // srst resets the counters: a difference below zero is no figure.
+    const count = b.latency_count - a.latency_count;
+    const totalUs = b.latency_total_us - a.latency_total_us;
+    out.latency.push(count > 0 && totalUs >= 0 ? totalUs / count / 1000 : 0);
     out.memory.push((b.resident_bytes || 0) / (1024 * 1024));
   }
   return out;
