@@ -338,3 +338,39 @@ pub(super) fn answer(result: Result<Value, ApiError>) -> Response {
         Err(e) => e.into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use warden_proto::Acl;
+    use warden_state::tree::NodeStat;
+
+    use super::*;
+
+    #[test]
+    fn a_page_is_the_next_names_in_order_whatever_the_order_of_creation() {
+        let mut tree = DataTree::new();
+        let root = tree.root().id();
+        for name in ["d", "a", "c", "e", "b"] {
+            tree.create("/", root, name, None, &Acl::open(), NodeStat::default(), 0);
+        }
+        let names = |after: &str, limit| -> Vec<String> {
+            page_after(&tree, tree.root(), after, limit)
+                .iter()
+                .map(|n| n.name().to_owned())
+                .collect()
+        };
+        // One more than the limit: its presence says there is a next page.
+        assert_eq!(names("", 2), ["a", "b", "c"]);
+        assert_eq!(names("b", 2), ["c", "d", "e"]);
+        assert_eq!(names("c", 2), ["d", "e"]);
+        assert!(names("e", 2).is_empty());
+    }
+
+    #[test]
+    fn permissions_read_as_zkcli_prints_them() {
+        use warden_proto::types::perms;
+        assert_eq!(perms_letters(perms::ALL), "cdrwa");
+        assert_eq!(perms_letters(perms::READ | perms::ADMIN), "ra");
+        assert_eq!(perms_letters(0), "");
+    }
+}
