@@ -345,6 +345,27 @@ async fn writes_need_digest_credentials_and_go_through_the_request_path() {
     );
 
     // A set, seen by the client with its new version.
+    // Data as large as a request may carry (jute.maxbuffer, 1 MiB from a zoo.cfg), not more.
+    let big = vec![b'x'; 1000 << 10];
+    let (status, body) = post(admin, "/console/api/create?path=/big", &[BOB], &big);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(zk.get_data("/big").await.unwrap().0.len(), big.len());
+    for bytes in [1040 << 10, 3 << 20] {
+        let (status, body) = post(
+            admin,
+            "/console/api/create?path=/bigger",
+            &[BOB],
+            &vec![b'x'; bytes],
+        );
+        assert_eq!(status, 413, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("more than a request may carry"),
+            "{body}"
+        );
+    }
     let (status, set) = post(
         admin,
         "/console/api/set?path=/made&version=0",

@@ -91,13 +91,14 @@ pub(super) async fn serve_app(
 }
 
 fn router(ctx: Arc<Context>, url: &str) -> Router {
+    let frame_bytes_max = ctx.config.limits.frame_bytes_max as usize;
     Router::new()
         .route(url, get(links))
         .route(&format!("{url}/"), get(links))
         .route(&format!("{url}/{{name}}"), get(command).post(command_post))
         .route("/ready", get(ready))
         .route("/health", get(health))
-        .merge(console::routes())
+        .merge(console::routes(frame_bytes_max))
         .with_state(ctx)
 }
 

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -41,8 +41,9 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const CONSOLE_JS: &str = include_str!("assets/console.js");
 const CONSOLE_CSS: &str = include_str!("assets/console.css");
 
-/// The console's routes, under `/console`.
-pub fn routes() -> Router<Arc<Context>> {
+/// The console's routes, under `/console`; a write's body may be as large as a client's
+/// request (`limits.frame_bytes_max`, `body_bytes_max`), far above axum's default.
+pub fn routes(body_bytes_max: usize) -> Router<Arc<Context>> {
     Router::new()
         .route("/console", get(index))
         .route("/console/", get(index))
@@ -55,7 +56,10 @@ pub fn routes() -> Router<Arc<Context>> {
         .route("/console/api/cluster", get(status::cluster))
         .route("/console/api/live", get(status::live))
         .route("/console/api/whoami", get(whoami))
-        .route("/console/api/{write}", post(write::write))
+        .route(
+            "/console/api/{write}",
+            post(write::write).layer(DefaultBodyLimit::max(body_bytes_max)),
+        )
 }
 
 async fn index() -> Response {

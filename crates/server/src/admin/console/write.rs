@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -45,8 +46,16 @@ pub async fn write(
     Path(op): Path<String>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let why = too_large(&ctx, "the request's body");
+            return ApiError::new(e.status(), why).into_response();
+        }
+        Err(e) => return ApiError::new(e.status(), e.body_text()).into_response(),
+    };
     let (request, path, credentials) = match prepare(&ctx, peer, &op, &headers, raw, body) {
         Ok(prepared) => prepared,
         Err(e) => return e.into_response(),
@@ -114,17 +123,14 @@ fn prepare(
             ApiError::bad_request(format!("version={v:?}: expected -1 (any) or a version"))
         })?,
     };
-    let frame_bytes_max = ctx.config.limits.frame_bytes_max as usize;
     // The request's other fields fit easily in what is left.
-    if body.len() + path.len() + 1024 > frame_bytes_max {
+    if body.len() + path.len() + 1024 > ctx.config.limits.frame_bytes_max as usize {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{} bytes of data: more than a request may carry (limits.frame_bytes_max {frame_bytes_max})",
-                body.len()
-            ),
+            too_large(ctx, &format!("{} bytes of data", body.len())),
         ));
     }
+
     let data = Some(body.to_vec());
     let request = match op {
         "create" => {
@@ -250,6 +256,15 @@ async fn receive(pipe: &mut DuplexStream, frame_bytes_max: usize) -> Result<Vec<
     let mut payload = vec![0u8; len];
     pipe.read_exact(&mut payload).await.map_err(closed)?;
     Ok(payload)
+}
+
+/// Why a body is refused for its size.
+fn too_large(ctx: &Context, what: &str) -> String {
+    format!(
+        "{what}: more than a request may carry (limits.frame_bytes_max, zoo.cfg's \
+         jute.maxbuffer: {} bytes)",
+        ctx.config.limits.frame_bytes_max
+    )
 }
 
 /// ZooKeeper's ConnectionLoss: the session ended before the answer.
