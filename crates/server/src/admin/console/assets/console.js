@@ -102,6 +102,7 @@ function openPath(path) {
   state.path = path;
   state.after = null;
   state.view = null;
+  status("");
   $("children").tBodies[0].replaceChildren();
   $("biggest").replaceChildren();
   renderBreadcrumb(path);
@@ -127,10 +128,12 @@ function renderBreadcrumb(path) {
 }
 
 async function loadChildren() {
-  const params = { path: state.path, limit: 100 };
+  const path = state.path;
+  const params = { path, limit: 100 };
   if (state.after !== null) params.after = state.after;
   try {
     const page = await api("children", params);
+    if (state.path !== path) return; // the operator went elsewhere meanwhile
     const body = $("children").tBodies[0];
     for (const c of page.children) {
       const a = el("a", c.name, { "data-path": childPath(page.path, c.name) });
@@ -146,6 +149,7 @@ async function loadChildren() {
       page.total + (page.total === 1 ? " child" : " children") +
       (body.rows.length < page.total ? ", " + body.rows.length + " shown" : "");
   } catch (e) {
+    if (state.path !== path) return;
     $("children-summary").textContent = "";
     status("children of " + state.path + ": " + e.message, true);
   }
@@ -155,9 +159,12 @@ async function loadNode(path) {
   $("node-path").textContent = path;
   $("node-error").hidden = true;
   try {
-    state.node = await api("node", { path });
+    const node = await api("node", { path });
+    if (state.path !== path) return;
+    state.node = node;
     renderNode();
   } catch (e) {
+    if (state.path !== path) return;
     state.node = null;
     $("node-error").textContent = e.message;
     $("node-error").hidden = false;
