@@ -195,6 +195,10 @@ async fn the_tree_reads_as_a_client_wrote_it() {
     assert!(live["latency_count"].as_u64().unwrap() >= 154, "{live}");
     assert!(live["latency_total_us"].as_u64().unwrap() > 0, "{live}");
     assert_eq!(live["sessions"], 1);
+    assert_eq!(
+        (&live["mode"], &live["serving"]),
+        (&"standalone".into(), &true.into())
+    );
 
     // The page and its assets.
     let page = get(admin, "/console", &[]);

@@ -179,6 +179,7 @@ pub async fn live(State(ctx): State<Arc<Context>>) -> Response {
     let body = json!({
         "uptime_ms": s.uptime_ms,
         "mode": s.mode,
+        "serving": ctx.serving(),
         "packets_received": s.packets_received,
         "packets_sent": s.packets_sent,
         "commits": ctx.stats.commits.load(Ordering::Relaxed),

@@ -396,6 +396,7 @@ async function loadCluster() {
     me.replaceChildren();
     for (const [k, v] of [
       ["this server", c.me + " (" + c.mode + ")"],
+      ["serving clients", c.serving ? "yes" : "no: no quorum"],
       ["leader", c.leader ?? "none"],
       ["term", c.term],
       ["zxid", c.zxid_hex],
@@ -430,7 +431,8 @@ async function poll() {
     state.live.push(l);
     if (state.live.length > HISTORY_POINTS) state.live.shift();
     const badge = $("server-mode");
-    badge.textContent = l.mode + " · " + l.znodes + " znodes · " + l.sessions + " sessions";
+    badge.textContent = l.mode + (l.serving ? "" : " (not serving: no quorum)") + " · " +
+      l.znodes + " znodes · " + l.sessions + " sessions";
     if (!$("tab-live").hidden) drawCharts();
   } catch (e) {
     status("live: " + e.message, true);
