@@ -431,7 +431,8 @@ async fn a_write_on_a_followers_console_reaches_the_leader() {
     let mut cluster = Cluster::start(System::Warden, 3, 0, "");
     let leader = cluster.wait_for_leader(Duration::from_secs(30));
     let follower = cluster.followers_of(leader)[0];
-    let admin_of = |i: usize| SocketAddr::from(([127, 0, 0, 1], cluster.members[i].admin_port));
+    let admin_ports: Vec<u16> = cluster.members.iter().map(|m| m.admin_port).collect();
+    let admin_of = |i: usize| SocketAddr::from(([127, 0, 0, 1], admin_ports[i]));
 
     let (status, body) = post(
         admin_of(follower),
@@ -467,6 +468,38 @@ async fn a_write_on_a_followers_console_reaches_the_leader() {
     assert_eq!(on_follower["mode"], "follower");
     assert_eq!(on_follower["leader_view"], false);
     assert_eq!(on_follower["leader"], cluster.members[leader].id as u64);
+    let node = json(
+        admin_of(follower),
+        "/console/api/node?path=/from-follower",
+        &[],
+    );
+    assert_eq!(data_of(&node), b"hello");
+
+    // Without a quorum the follower still shows its own view, says it does not serve, and a
+    // write made on its console is ZooKeeper's ConnectionLoss, as a client's would be.
+    let other = cluster.followers_of(leader)[1];
+    drop(zk);
+    cluster.kill9(leader);
+    cluster.kill9(other);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while json(admin_of(follower), "/console/api/cluster", &[])["serving"] != false {
+        assert!(Instant::now() < deadline, "the follower still serves alone");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, body) = post(
+        admin_of(follower),
+        "/console/api/create?path=/lost",
+        &[BOB],
+        b"",
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("CONNECTIONLOSS (-4)"),
+        "{body}"
+    );
     let node = json(
         admin_of(follower),
         "/console/api/node?path=/from-follower",
