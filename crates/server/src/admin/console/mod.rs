@@ -143,6 +143,14 @@ fn ok(body: Value) -> Response {
         .into_response()
 }
 
+/// A JSON answer, or the error that stopped it.
+fn answer(result: Result<Value, ApiError>) -> Response {
+    match result {
+        Ok(body) => ok(body),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// Who asks: the ids a ZooKeeper client from the same address would have (`ip:`), with the
 /// digest of `Authorization: digest user:password` when it is given (and `super` for the
 /// configured super digest), as ZooKeeper's admin server reads that header.

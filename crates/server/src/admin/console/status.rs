@@ -9,8 +9,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::tree::answer;
-use super::{ApiError, Query, session_hex};
+use super::{ApiError, Query, answer, session_hex};
 use crate::admin::{facts, process};
 use crate::config::Role;
 use crate::server::Context;

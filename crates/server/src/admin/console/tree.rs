@@ -4,12 +4,11 @@
 //! and children need READ on it, its ACL READ or ADMIN (`State::read` answers both).
 
 use std::collections::BinaryHeap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use base64::Engine;
 use serde_json::{Value, json};
 use warden_proto::request::PathWatchRequest;
@@ -18,7 +17,7 @@ use warden_state::State as ZkState;
 use warden_state::acl;
 use warden_state::tree::{DataTree, NodeKind, NodeRef};
 
-use super::{ApiError, Caller, Peer, Query, ok, stat_json};
+use super::{ApiError, Caller, Peer, Query, answer, stat_json};
 use crate::server::Context;
 
 /// Children listed in one page at most.
@@ -58,10 +57,6 @@ fn readable<'a>(state: &'a ZkState, path: &str, ids: &[Id]) -> Result<NodeRef<'a
     Ok(node)
 }
 
-fn caller(ctx: &Context, peer: SocketAddr, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    Caller::from_request(ctx, peer, headers)
-}
-
 /// `GET /console/api/children?path=&after=&limit=`: a page of a node's children in name
 /// order, after the name `after`, each with its Stat (null where the caller may not read it).
 pub async fn children(
@@ -75,7 +70,7 @@ pub async fn children(
         let path = q.path("path", Some("/"))?;
         let after = q.get("after").unwrap_or("");
         let limit = q.count("limit", CHILDREN_PAGE_DEFAULT, CHILDREN_PAGE_MAX)?;
-        let caller = caller(&ctx, peer, &headers)?;
+        let caller = Caller::from_request(&ctx, peer, &headers)?;
         let r = ctx.replica();
         let node = readable(r.state(), &path, &caller.ids)?;
         let page = page_after(r.state().tree(), node, after, limit);
@@ -143,7 +138,7 @@ pub async fn node(
         let q = Query::parse(raw, &["path", "bytes"])?;
         let path = q.path("path", None)?;
         let shown_max = q.count("bytes", DATA_SHOWN_BYTES_DEFAULT, DATA_SHOWN_BYTES_MAX)?;
-        let caller = caller(&ctx, peer, &headers)?;
+        let caller = Caller::from_request(&ctx, peer, &headers)?;
         let r = ctx.replica();
         let state = r.state();
         let read = |request| state.read(0, &caller.ids, &request);
@@ -225,7 +220,7 @@ pub async fn search(
                 "prefix={prefix:?}: {parent:?} is not a path: {why:?}"
             ))
         })?;
-        let caller = caller(&ctx, peer, &headers)?;
+        let caller = Caller::from_request(&ctx, peer, &headers)?;
         let r = ctx.replica();
         let tree = r.state().tree();
         let start = readable(r.state(), parent, &caller.ids)?;
@@ -282,7 +277,7 @@ pub async fn biggest(
         let q = Query::parse(raw, &["path", "limit"])?;
         let path = q.path("path", Some("/"))?;
         let limit = q.count("limit", BIGGEST_DEFAULT, BIGGEST_MAX)?;
-        let caller = caller(&ctx, peer, &headers)?;
+        let caller = Caller::from_request(&ctx, peer, &headers)?;
         let r = ctx.replica();
         let tree = r.state().tree();
         let node = readable(r.state(), &path, &caller.ids)?;
@@ -330,13 +325,6 @@ pub async fn biggest(
         }))
     };
     answer(run())
-}
-
-pub(super) fn answer(result: Result<Value, ApiError>) -> Response {
-    match result {
-        Ok(body) => ok(body),
-        Err(e) => e.into_response(),
-    }
 }
 
 #[cfg(test)]

@@ -25,8 +25,8 @@ use warden_proto::{
     ReplyHeader, Request, Response as ZkResponse, Writer,
 };
 
-use super::tree::{answer, zk_error};
-use super::{ApiError, Caller, Peer, Query, stat_json};
+use super::tree::zk_error;
+use super::{ApiError, Caller, Peer, Query, answer, stat_json};
 use crate::server::Context;
 use crate::tls::ClientStream;
 
