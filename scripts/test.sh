@@ -10,7 +10,8 @@
 # profile (scripts/faults/run.sh: kills, pauses, partitions and damaged disks on a 3-server
 # cluster, histories checked with porcupine; needs root).
 # Everything installs what it needs itself into .cache/ (ZooKeeper 3.9.5 from Maven Central,
-# PyPI, Go and Debian packages).
+# PyPI, Go and Debian packages; the web console's browser test installs Chromium with apt through
+# scripts/console/install-chromium.sh).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh --cargo-only    fmt, clippy and cargo test only

@@ -55,7 +55,7 @@ install -D -m 0644 "$SRC/zoo.cfg" "$stage/etc/warden/zoo.cfg"
 doc="$stage/usr/share/doc/warden"
 install -D -m 0644 "$SRC/copyright" "$doc/copyright"
 install -m 0644 "$REPO/README.md" "$doc/README.md"
-for page in packaging config server cluster admin metrics security migration cli; do
+for page in packaging config server cluster admin console metrics security migration cli; do
   install -m 0644 "$REPO/docs/$page.md" "$doc/$page.md"
 done
 gzip -9n "$doc"/*.md

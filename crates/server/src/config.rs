@@ -362,6 +362,15 @@ impl Admin {
                  '/', no trailing '/'"
             )));
         }
+        // The admin server's own paths: a command URL among them would shadow them.
+        if let Some(taken) = ["/console", "/ready", "/health"]
+            .into_iter()
+            .find(|own| url == own || url.starts_with(&format!("{own}/")))
+        {
+            return Err(InvalidConfig(format!(
+                "admin command_url = {url:?} is taken: the admin server serves {taken} itself"
+            )));
+        }
         if self.idle_timeout_ms == 0 {
             return Err(InvalidConfig(
                 "admin idle_timeout_ms must be at least 1".into(),
@@ -1266,6 +1275,15 @@ mod tests {
             ("[snapshots]\ninterval_txns = 1", "interval_txns"),
             ("[admin]\ncommand_url = \"commands\"", "command_url"),
             ("[admin]\ncommand_url = \"/commands/\"", "command_url"),
+            (
+                "[admin]\ncommand_url = \"/console\"",
+                "serves /console itself",
+            ),
+            (
+                "[admin]\ncommand_url = \"/console/x\"",
+                "serves /console itself",
+            ),
+            ("[admin]\ncommand_url = \"/ready\"", "serves /ready itself"),
             ("[admin]\nidle_timeout_ms = 0", "idle_timeout_ms"),
             (
                 "[purge]\nsnapshots_retained_count = 2",

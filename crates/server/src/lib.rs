@@ -26,7 +26,7 @@
 //! - [`outbound`]: a client's byte-bounded queue of replies and events.
 //! - [`consensus`]: openraft, the durable log and snapshots.
 //! - [`admin`]: the four-letter words and the admin HTTP server (ZooKeeper's AdminServer
-//!   commands, `/ready`, `/health`), drawn from the same facts.
+//!   commands, `/ready`, `/health`, the web console), drawn from the same facts.
 //! - [`stats`]: counters for the admin commands.
 //! - [`throttle`]: the rate at which sessions are let in.
 //! - [`embed`]: a server or a cluster of several inside a host program or a test, on free

@@ -53,6 +53,15 @@ impl Latency {
         )
     }
 
+    /// Requests timed and their total latency in microseconds, since the start or the last
+    /// reset: the average over an interval is the difference of two looks.
+    pub fn count_total_us(&self) -> (u64, u64) {
+        (
+            self.count.load(Ordering::Relaxed),
+            self.total_us.load(Ordering::Relaxed),
+        )
+    }
+
     pub fn reset(&self) {
         self.min_us.store(u64::MAX, Ordering::Relaxed);
         self.max_us.store(0, Ordering::Relaxed);

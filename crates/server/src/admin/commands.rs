@@ -483,34 +483,26 @@ fn server_stats(ctx: &Context, o: &mut Object) {
 
 fn voting_view(ctx: &Context, o: &mut Object) {
     let mut view = Object::new();
-    if !ctx.consensus.standalone() {
-        let (members, _) = crate::cluster::membership::current(ctx);
-        let members = if members.is_empty() {
-            ctx.config.cluster.members.clone()
-        } else {
-            members
-        };
-        for m in members {
-            let host = |port: u16| crate::config::HostPort::new(m.host.clone(), port).to_string();
-            let mut info = Object::new();
-            info.put("server_addresses", vec![host(m.peer_port)])
-                .put(
-                    "election_addresses",
-                    m.election_port.map(host).into_iter().collect::<Vec<_>>(),
-                )
-                .put(
-                    "client_address",
-                    m.client.as_ref().map(|c| c.to_string()).unwrap_or_default(),
-                )
-                .put(
-                    "learner_type",
-                    match m.role {
-                        Role::Participant => "participant",
-                        Role::Observer => "observer",
-                    },
-                );
-            view.put(m.id.to_string(), info);
-        }
+    for m in facts::members(ctx) {
+        let host = |port: u16| crate::config::HostPort::new(m.host.clone(), port).to_string();
+        let mut info = Object::new();
+        info.put("server_addresses", vec![host(m.peer_port)])
+            .put(
+                "election_addresses",
+                m.election_port.map(host).into_iter().collect::<Vec<_>>(),
+            )
+            .put(
+                "client_address",
+                m.client.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+            )
+            .put(
+                "learner_type",
+                match m.role {
+                    Role::Participant => "participant",
+                    Role::Observer => "observer",
+                },
+            );
+        view.put(m.id.to_string(), info);
     }
     o.put("current_config", view);
 }

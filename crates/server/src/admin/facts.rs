@@ -370,6 +370,20 @@ pub fn dump(ctx: &Context) -> Dump {
     }
 }
 
+/// The cluster's members (`voting_view`): as `/zookeeper/config` names them, or as the
+/// configuration does until the first leader has written it. Empty on a standalone server.
+pub fn members(ctx: &Context) -> Vec<crate::config::Member> {
+    if ctx.consensus.standalone() {
+        return Vec::new();
+    }
+    let (members, _) = crate::cluster::membership::current(ctx);
+    if members.is_empty() {
+        ctx.config.cluster.members.clone()
+    } else {
+        members
+    }
+}
+
 /// `dirs`: bytes in the snapshot and log directories.
 pub fn dirs(ctx: &Context) -> (u64, u64) {
     let s = ctx.consensus.status();

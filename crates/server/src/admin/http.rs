@@ -1,15 +1,15 @@
 //! The admin HTTP server, on the server's tokio runtime: ZooKeeper's AdminServer
 //! (`GET <commandURL>` lists the commands, `GET <commandURL>/<name>` runs one), ClickHouse
-//! Keeper's `/ready`, and `/health` for load balancers and liveness probes (docs/admin.md);
-//! over HTTP, HTTPS, or both on one port as ZooKeeper's `admin.forceHttps` and
-//! `admin.portUnification` say.
+//! Keeper's `/ready`, `/health` for load balancers and liveness probes (docs/admin.md), and
+//! the web console under `/console` (docs/console.md); over HTTP, HTTPS, or both on one port
+//! as ZooKeeper's `admin.forceHttps` and `admin.portUnification` say.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::commands::{self, COMMANDS};
+use super::console::{self, Peer};
 use super::json::Json;
 use super::snapshots;
 use crate::config::{Admin, AdminHttps};
@@ -153,7 +154,10 @@ pub(super) async fn serve_app(
             let Some((stream, secure)) = open(stream, &scheme, idle, peer, what).await else {
                 return;
             };
-            let service = TowerToHyperService::new(if secure { https_app } else { app });
+            // Each request knows its connection's peer: the console checks ACLs with its
+            // address.
+            let app = if secure { https_app } else { app };
+            let service = TowerToHyperService::new(app.layer(Extension(Peer(peer))));
             let mut http = hyper::server::conn::http1::Builder::new();
             // Jetty's idle timeout: hyper times the wait for each request's headers, which
             // is the time a kept-alive connection sits idle.
@@ -167,12 +171,14 @@ pub(super) async fn serve_app(
 }
 
 fn router(ctx: Arc<Context>, url: &str) -> Router {
+    let frame_bytes_max = ctx.config.limits.frame_bytes_max as usize;
     Router::new()
         .route(url, get(links))
         .route(&format!("{url}/"), get(links))
         .route(&format!("{url}/{{name}}"), get(command).post(command_post))
         .route("/ready", get(ready))
         .route("/health", get(health))
+        .merge(console::routes(frame_bytes_max))
         .with_state(ctx)
 }
 

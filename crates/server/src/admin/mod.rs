@@ -9,10 +9,13 @@
 //!   and in, through the log.
 //! - [`json`]: JSON as ZooKeeper's Jackson writes it, keys in order.
 //! - [`http`]: the HTTP listener and its routes.
+//! - [`console`]: the web console under `/console`: the tree, sessions, the cluster, live
+//!   charts; writes through the normal request path.
 //! - [`metrics`]: `/metrics`, ZooKeeper's Prometheus families and Warden's own.
 //! - [`process`]: the process as `/proc` shows it (memory, CPU, file descriptors).
 
 pub mod commands;
+pub mod console;
 pub mod facts;
 pub mod four_letter;
 pub mod http;

@@ -885,6 +885,18 @@ impl Consensus {
         }
     }
 
+    /// On the leader, the log index each other member is known to hold (openraft's matched
+    /// index; 0 before the first acknowledgement); `None` on any other server.
+    pub fn replication(&self) -> Option<BTreeMap<u64, u64>> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        m.replication.as_ref().map(|r| {
+            r.iter()
+                .filter(|(id, _)| **id != self.identity.me)
+                .map(|(id, matched)| (*id, matched.as_ref().map_or(0, |l| l.index)))
+                .collect()
+        })
+    }
+
     /// How long appended log entries took to become durable.
     pub fn log_append_seconds(&self) -> prometheus_client::metrics::histogram::Histogram {
         self.log.append_seconds()

@@ -34,7 +34,18 @@ pub fn request(
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Reply> {
-    let (status, headers, body) = exchange(addr, method, path, headers, &[])?;
+    request_with_body(addr, method, path, headers, b"")
+}
+
+/// A request with `body` (a POST says its length even when it is empty).
+pub fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<Reply> {
+    let (status, headers, body) = exchange(addr, method, path, headers, body)?;
     text_reply(status, headers, body)
 }
 
@@ -128,7 +139,7 @@ fn exchange_over(
         head.push_str(h);
         head.push_str("\r\n");
     }
-    if method == "POST" {
+    if method == "POST" || !body.is_empty() {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
