@@ -144,9 +144,15 @@ fn exchange_over(
     }
     head.push_str("\r\n");
     s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
+    // A server that refuses a body too large answers and closes before reading all of it:
+    // its answer is still there to read.
+    let sent = s.write_all(body);
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
+    if let Err(e) = s.read_to_end(&mut raw)
+        && raw.is_empty()
+    {
+        return Err(sent.err().unwrap_or(e));
+    }
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
