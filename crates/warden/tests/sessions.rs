@@ -1,6 +1,7 @@
 //! Sessions over real connections: resume with id and password after a disconnect, expiry of
 //! a silent session (its ephemerals deleted, watchers told), closeSession, the refusal of a
-//! client that has seen a later zxid, and sessions surviving a server restart.
+//! client that has seen a later zxid, sessions surviving a server restart, and handshakes
+//! beyond the connection throttle.
 
 mod support;
 
