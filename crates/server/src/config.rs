@@ -97,6 +97,8 @@ pub struct Limits {
     pub outbound_queue_bytes_per_session_max: u64,
     /// Watches one session may hold, one-shot and persistent together.
     pub watches_per_session_max: u32,
+    /// Ephemeral znodes one session may own.
+    pub ephemerals_per_session_max: u32,
     /// The rate at which sessions are created and resumed (ZooKeeper's connection throttle).
     pub connection_throttle: crate::throttle::ConnectionThrottle,
 }
@@ -560,6 +562,7 @@ impl Default for Limits {
             // Room for four responses of the largest size.
             outbound_queue_bytes_per_session_max: 4 * u64::from(16 * MIB),
             watches_per_session_max: 1_000_000,
+            ephemerals_per_session_max: 1_000_000,
             connection_throttle: crate::throttle::ConnectionThrottle::default(),
         }
     }
@@ -1003,6 +1006,7 @@ mod tests {
                 outstanding_requests_per_session_max: 64,
                 outbound_queue_bytes_per_session_max: 8 << 20,
                 watches_per_session_max: 10,
+                ephemerals_per_session_max: 20,
                 connection_throttle: crate::throttle::ConnectionThrottle {
                     tokens: 100,
                     fill_time_ms: 10,

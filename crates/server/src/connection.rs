@@ -700,6 +700,21 @@ impl Session {
                 self.local(header.xid, request, received, Some(ErrorCode::INVALID_ACL));
                 Ok(())
             }
+            request
+                if request.is_write()
+                    && !self
+                        .ctx
+                        .replica()
+                        .may_hold_ephemerals(self.session_id, &request) =>
+            {
+                self.local(
+                    header.xid,
+                    request,
+                    received,
+                    Some(ErrorCode::BAD_ARGUMENTS),
+                );
+                Ok(())
+            }
             request if request.is_write() => {
                 let kind = match request {
                     Request::CloseSession => TxnKind::CloseSession,

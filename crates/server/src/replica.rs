@@ -137,6 +137,8 @@ pub struct Replica {
     outstanding: Outstanding,
     /// Watches one session may hold (`limits.watches_per_session_max`).
     watches_per_session_max: usize,
+    /// Ephemerals one session may hold (`limits.ephemerals_per_session_max`).
+    ephemerals_per_session_max: usize,
     quota_log: QuotaLog,
     /// The term of the last entry applied: writes in flight to an earlier term are settled
     /// when it rises ([`crate::writes`]).
@@ -259,16 +261,53 @@ impl Replica {
                 reported: None,
             },
             watches_per_session_max: usize::MAX,
+            ephemerals_per_session_max: usize::MAX,
             quota_log: QuotaLog::default(),
             applied_term: 0,
         }
     }
 
-    /// Enforces the server-wide outstanding bound and the watches a session may hold
-    /// (without this, neither is bounded).
+    /// Enforces the server-wide outstanding bound and the watches and ephemerals a session
+    /// may hold (without this, none is bounded).
     pub fn limit(&mut self, limits: &crate::config::Limits) {
         self.outstanding.max = limits.outstanding_requests_max as usize;
         self.watches_per_session_max = limits.watches_per_session_max as usize;
+        self.ephemerals_per_session_max = limits.ephemerals_per_session_max as usize;
+    }
+
+    /// Whether the ephemerals `request` creates fit within `limits.ephemerals_per_session_max`
+    /// beside those the session holds now. ZooKeeper has no such bound, so no error of its
+    /// own: a request that would go over is refused as a whole with BadArguments, and the log
+    /// says why. Checked as the request arrives, so creates of the session still in flight
+    /// are not counted: they can take it beyond the bound by at most
+    /// `limits.outstanding_requests_per_session_max`.
+    pub fn may_hold_ephemerals(&self, session_id: i64, request: &Request) -> bool {
+        fn creates(request: &Request) -> usize {
+            match request {
+                Request::Create(c) | Request::Create2(c) | Request::CreateIfNotExists(c) => {
+                    // CreateMode EPHEMERAL and EPHEMERAL_SEQUENTIAL.
+                    usize::from(c.flags == 1 || c.flags == 3)
+                }
+                Request::Multi(ops) => ops.iter().map(creates).sum(),
+                _ => 0,
+            }
+        }
+        let new = creates(request);
+        if new == 0 {
+            return true;
+        }
+        let held = self.state.tree().ephemeral_count(session_id);
+        if held + new <= self.ephemerals_per_session_max {
+            return true;
+        }
+        tracing::info!(
+            session = format_args!("{session_id:#x}"),
+            held,
+            limit = self.ephemerals_per_session_max,
+            "request refused (BadArguments): it would create more ephemerals than \
+             limits.ephemerals_per_session_max"
+        );
+        false
     }
 
     /// Whether the server-wide outstanding bound is reached, and what wakes its waiters when
@@ -1500,6 +1539,43 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), woken)
             .await
             .expect("the waiting connections are woken");
+    }
+
+    #[test]
+    fn a_session_owns_no_more_ephemerals_than_its_bound() {
+        let mut r = replica();
+        r.limit(&crate::config::Limits {
+            ephemerals_per_session_max: 2,
+            ..crate::config::Limits::default()
+        });
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        let ephemeral = |path: &str, flags| {
+            Request::Create(CreateRequest {
+                path: path.into(),
+                data: None,
+                acl: warden_proto::Acl::open(),
+                flags,
+            })
+        };
+        for (seq, path) in [(1, "/e1"), (2, "/e2")] {
+            let mut p = create(id, path, origin(CONNECTION, seq, 1));
+            p.txn.kind = TxnKind::Request(ephemeral(path, 1));
+            assert!(r.may_hold_ephemerals(id, &ephemeral(path, 1)));
+            r.apply(&p, Instant::now());
+        }
+        assert_eq!(r.state().tree().ephemeral_count(id), 2);
+        // A third, plain or sequential or in a multi, is over; persistent nodes are not.
+        assert!(!r.may_hold_ephemerals(id, &ephemeral("/e3", 1)));
+        assert!(!r.may_hold_ephemerals(id, &ephemeral("/e3", 3)));
+        assert!(!r.may_hold_ephemerals(
+            id,
+            &Request::Multi(vec![ephemeral("/p", 0), ephemeral("/e3", 3)])
+        ));
+        assert!(r.may_hold_ephemerals(id, &ephemeral("/p", 0)));
+        assert!(r.may_hold_ephemerals(id, &ephemeral("/c", 4)));
+        // Another session has its own bound.
+        assert!(r.may_hold_ephemerals(id + 1, &ephemeral("/e3", 1)));
     }
 
     #[test]

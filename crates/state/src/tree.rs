@@ -436,6 +436,11 @@ impl DataTree {
         self.ephemerals.get(&session).into_iter().flatten().copied()
     }
 
+    /// How many ephemerals `session` owns.
+    pub fn ephemeral_count(&self, session: i64) -> usize {
+        self.ephemerals.get(&session).map_or(0, |owned| owned.len())
+    }
+
     pub fn containers(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.containers.iter().copied()
     }

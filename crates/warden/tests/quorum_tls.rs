@@ -1,10 +1,10 @@
 //! TLS between the servers of a cluster (zoo.cfg `sslQuorum`, `portUnification`,
 //! `ssl.quorum.*`) with real `warden server` processes on loopback: a cluster that replicates
 //! over TLS; members showing a certificate of another CA, or one that does not name their
-//! host, kept out at the handshake; a client without a certificate refused on the quorum port;
-//! and ZooKeeper's rolling switch from plain to TLS (portUnification on every member, then
-//! sslQuorum, then portUnification off), one member restarted at a time, with writes between
-//! the steps and none lost.
+//! host, or an expired one, kept out at the handshake; a client without a certificate refused
+//! on the quorum port; and ZooKeeper's rolling switch from plain to TLS (portUnification on
+//! every member, then sslQuorum, then portUnification off), one member restarted at a time,
+//! with writes between the steps and none lost.
 
 mod support;
 
@@ -189,6 +189,9 @@ fn a_cluster_over_tls_keeps_out_peers_whose_certificates_do_not_hold() {
         let follower = cluster.followers_of(leader)[0];
         restart_with(&mut cluster, follower, &tls_lines(&pki, "stranger"));
         assert_kept_out(&mut cluster, follower, "TLS handshake failed");
+        // ... with an expired one of the right CA.
+        restart_with(&mut cluster, follower, &tls_lines(&pki, "expired"));
+        assert_kept_out(&mut cluster, follower, "certificate expired");
         // ... with one of the right CA that names another host: it may dial the others, but
         // they cannot dial it.
         restart_with(&mut cluster, follower, &tls_lines(&pki, "elsewhere"));
