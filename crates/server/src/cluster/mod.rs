@@ -15,10 +15,13 @@ pub mod wire;
 
 use std::sync::Arc;
 
+use std::time::Instant;
+
 use tokio::net::TcpListener;
 
 use crate::consensus::Proposal;
 use crate::server::Context;
+use crate::throttle::Occasionally;
 
 /// On the leader: a write of a session whose client has moved to another server since is
 /// refused with SessionMoved (answered in its turn, through the log), so that a write left
@@ -49,7 +52,11 @@ pub async fn listen(ctx: Arc<Context>, listener: TcpListener) {
                 let stream = match identity.transport.accept(stream, addr).await {
                     Ok(stream) => stream,
                     Err(e) => {
-                        tracing::warn!("refused a peer: {e}");
+                        // A member kept out dials again at every heartbeat.
+                        static REFUSED_LOG: Occasionally = Occasionally::new();
+                        if REFUSED_LOG.allows(Instant::now()) {
+                            tracing::warn!("refused a peer: {e} (logged at most once a second)");
+                        }
                         return;
                     }
                 };
