@@ -239,7 +239,7 @@ impl Replay {
 
 /// Whether `zxid` may come right after `previous`: the next in the same epoch, or the first
 /// of a later epoch (a new leader starts its epoch's counter over at 1).
-fn follows(previous: i64, zxid: i64) -> bool {
+pub fn follows(previous: i64, zxid: i64) -> bool {
     zxid == previous + 1 || ((zxid >> 32) > (previous >> 32) && zxid & 0xffff_ffff == 1)
 }
 

@@ -100,22 +100,7 @@ pub fn parse(
         ));
     }
     s.get(Reader::read_i64)?; // dbid
-    let mut sessions = Vec::new();
-    for _ in 0..s.count(12)? {
-        let id = s.get(Reader::read_i64)?;
-        sessions.push((id, s.get(Reader::read_i32)?));
-    }
-    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
-    for _ in 0..s.count(12)? {
-        let reference = s.get(Reader::read_i64)?;
-        let list = s.get(|r| r.read_vec(12, |r| warden_proto::Record::decode(r)))?;
-        acls.insert(reference, list);
-    }
-    let mut restore = read_nodes(&mut s, &acls, config)?;
-    for (id, timeout_ms) in sessions {
-        restore.add_session(id, timeout_ms);
-    }
-    restore.set_zxid(zxid);
+    let restore = read_tree(&mut s, zxid, config)?;
     s.seal()?;
     let mut digest = None;
     if !s.r.is_empty() {
@@ -158,6 +143,52 @@ pub fn parse(
         restore,
         digest,
     })
+}
+
+/// The snapshot a ZooKeeper leader dumps to a learner after SNAP (`ZKDatabase.serializeSnapshot`:
+/// sessions, ACLs and nodes, without header, seals or digest), as delimited by
+/// `warden_proto::quorum::SnapshotScan`; `zxid` is the SNAP packet's. `origin` names the
+/// leader in errors.
+pub fn parse_dump(
+    origin: &Path,
+    zxid: i64,
+    bytes: &[u8],
+    config: StateConfig,
+) -> Result<Restore, ImportError> {
+    let mut s = Stream {
+        bytes,
+        r: Reader::new(bytes),
+        path: origin,
+    };
+    let restore = read_tree(&mut s, zxid, config)?;
+    if !s.r.is_empty() {
+        return Err(s.damaged(
+            s.at(),
+            format!("{} bytes after the nodes", s.r.remaining()),
+        ));
+    }
+    Ok(restore)
+}
+
+/// Sessions, the ACL table and the nodes (`SerializeUtils.serializeSnapshot`).
+fn read_tree(s: &mut Stream<'_>, zxid: i64, config: StateConfig) -> Result<Restore, ImportError> {
+    let mut sessions = Vec::new();
+    for _ in 0..s.count(12)? {
+        let id = s.get(Reader::read_i64)?;
+        sessions.push((id, s.get(Reader::read_i32)?));
+    }
+    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
+    for _ in 0..s.count(12)? {
+        let reference = s.get(Reader::read_i64)?;
+        let list = s.get(|r| r.read_vec(12, |r| warden_proto::Record::decode(r)))?;
+        acls.insert(reference, list);
+    }
+    let mut restore = read_nodes(s, &acls, config)?;
+    for (id, timeout_ms) in sessions {
+        restore.add_session(id, timeout_ms);
+    }
+    restore.set_zxid(zxid);
+    Ok(restore)
 }
 
 /// The nodes, the root first, each after its parent.
