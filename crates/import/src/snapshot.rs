@@ -162,10 +162,7 @@ pub fn parse_dump(
     };
     let restore = read_tree(&mut s, zxid, config)?;
     if !s.r.is_empty() {
-        return Err(s.damaged(
-            s.at(),
-            format!("{} bytes after the nodes", s.r.remaining()),
-        ));
+        return Err(s.damaged(s.at(), format!("{} bytes after the nodes", s.r.remaining())));
     }
     Ok(restore)
 }

@@ -221,7 +221,10 @@ enum Step {
 pub enum Scanned {
     /// The dump is `body` bytes (what `warden_import` parses), then `total - body` bytes of
     /// signature.
-    Complete { body: usize, total: usize },
+    Complete {
+        body: usize,
+        total: usize,
+    },
     More,
 }
 
@@ -457,7 +460,11 @@ mod tests {
         assert!(SnapshotScan::new(1 << 20).scan(&bytes).is_err());
         let mut negative = Writer::new();
         negative.write_i32(-5);
-        assert!(SnapshotScan::new(1 << 20).scan(&negative.into_bytes()).is_err());
+        assert!(
+            SnapshotScan::new(1 << 20)
+                .scan(&negative.into_bytes())
+                .is_err()
+        );
         assert!(matches!(
             SnapshotScan::new(16).scan(&snapshot_dump()),
             Err(DecodeError::FrameTooLarge { .. })

@@ -369,7 +369,11 @@ impl Session {
             config.session_timeout_ms_min as i32,
             config.session_timeout_ms_max as i32,
         );
-        if self.read_only {
+        // While mirroring a ZooKeeper ensemble, sessions are ZooKeeper's: a client moved
+        // over resumes its own; a new one is a read-only session of this server's, for a
+        // client that allows one (docs/migration.md).
+        let mirroring = self.ctx.replica().state().mirroring();
+        if self.read_only || (mirroring && request.session_id == 0) {
             return self.read_only_handshake(&request, timeout_ms);
         }
         // A client that has seen more than this server has applied: if the server only lags
@@ -637,6 +641,8 @@ impl Session {
                 });
             }
         };
+        // A server mirroring a ZooKeeper ensemble answers writes as a read-only one does.
+        let read_only = self.read_only || self.ctx.replica().state().mirroring();
         match request {
             Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
             Request::Sasl(sasl) => self.sasl(header.xid, &sasl.token),
@@ -649,16 +655,14 @@ impl Session {
                     schemes: self.ctx.config.auth.required_schemes.clone(),
                 })
             }
-            Request::CloseSession if self.read_only => {
+            Request::CloseSession if read_only => {
                 // A read-only session is this server's alone: closing it is closing the
-                // connection.
+                // connection. A mirrored session is ZooKeeper's: it expires there once this
+                // server stops reporting it alive.
                 self.reply(header.xid, 0, ErrorCode::OK);
                 Err(Closed::ByServer)
             }
-            request
-                if self.read_only
-                    && (request.is_write() || matches!(request, Request::Sync(_))) =>
-            {
+            request if read_only && (request.is_write() || matches!(request, Request::Sync(_))) => {
                 self.local(
                     header.xid,
                     request,

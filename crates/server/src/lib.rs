@@ -28,6 +28,8 @@
 //! - [`admin`]: the four-letter words and the admin HTTP server (ZooKeeper's AdminServer
 //!   commands, `/ready`, `/health`), drawn from the same facts.
 //! - [`stats`]: counters for the admin commands.
+//! - [`observer`]: the leader following a running ZooKeeper ensemble as its observer,
+//!   mirroring it through the log until promoted (online migration).
 //! - [`embed`]: a server or a cluster of several inside a host program or a test, on free
 //!   ports and temporary data.
 
@@ -38,6 +40,7 @@ pub mod config;
 pub mod connection;
 pub mod consensus;
 pub mod embed;
+pub mod observer;
 pub mod outbound;
 pub mod replica;
 pub mod server;

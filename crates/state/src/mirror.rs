@@ -163,7 +163,7 @@ impl State {
         let id = state.tree.lookup(system::CONFIG).expect("system node");
         let t = &mut state.tree;
         t.set_data(system::CONFIG, id, data.as_deref(), stat.mzxid, stat.mtime);
-        t.set_acl(system::CONFIG, id, &acl);
+        t.set_acl(system::CONFIG, id, acl);
         t.set_stat(system::CONFIG, id, stat);
         *self = state;
     }
@@ -247,7 +247,11 @@ mod tests {
         let out = state.apply(&txn(mirrored(session, 0x1_0000_0006, create)));
         assert_eq!(out.zxid, 0x1_0000_0006);
         let created: Vec<&Trigger> = out.triggers.iter().collect();
-        assert_eq!(created.len(), 2, "NodeCreated and the parent's NodeChildrenChanged");
+        assert_eq!(
+            created.len(),
+            2,
+            "NodeCreated and the parent's NodeChildrenChanged"
+        );
         let stat = state.tree().get("/a").unwrap().stat();
         assert_eq!((stat.czxid, stat.ctime), (0x1_0000_0006, 1000));
         assert_eq!(
@@ -257,7 +261,11 @@ mod tests {
         );
         let refused = state.apply(&txn(TxnKind::CloseSession));
         assert_eq!(refused.err, ErrorCode::NOT_READ_ONLY);
-        assert_eq!(state.last_zxid(), 0x1_0000_0006, "a refused write takes no zxid");
+        assert_eq!(
+            state.last_zxid(),
+            0x1_0000_0006,
+            "a refused write takes no zxid"
+        );
 
         state.apply(&txn(TxnKind::Promote));
         assert_eq!(state.mirror_phase(), MirrorPhase::Promoted);
@@ -267,9 +275,15 @@ mod tests {
             LoggedOp::Delete { path: "/a".into() },
         )));
         assert_eq!(late.err, ErrorCode::BAD_ARGUMENTS);
-        assert!(state.tree().get("/a").is_some(), "nothing mirrored after promotion");
+        assert!(
+            state.tree().get("/a").is_some(),
+            "nothing mirrored after promotion"
+        );
         let own = state.apply(&txn(TxnKind::CloseSession));
-        assert_eq!(own.zxid, 0x1_0000_0007, "Warden continues from ZooKeeper's zxid");
+        assert_eq!(
+            own.zxid, 0x1_0000_0007,
+            "Warden continues from ZooKeeper's zxid"
+        );
         let back = crate::snapshot::decode(&crate::snapshot::encode(&state)).unwrap();
         assert_eq!(back.mirror_phase(), MirrorPhase::Promoted);
     }
@@ -279,7 +293,13 @@ mod tests {
         let mut state = State::new(StateConfig::default());
         let members = "server.1=a:2888:3888:participant;0.0.0.0:2181\n".to_owned();
         state.apply(&txn(TxnKind::Reconfigured { members }));
-        let ours = state.tree().get(system::CONFIG).unwrap().data().unwrap().to_vec();
+        let ours = state
+            .tree()
+            .get(system::CONFIG)
+            .unwrap()
+            .data()
+            .unwrap()
+            .to_vec();
         state.apply(&txn(TxnKind::MirrorReset(zk_tree(9))));
         let reconfig = LoggedOp::SetData {
             path: system::CONFIG.into(),

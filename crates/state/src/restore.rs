@@ -20,8 +20,8 @@ use warden_proto::{Acl, ErrorCode, EventType};
 
 use crate::path;
 use crate::state::{Session, State, StateConfig};
-use crate::txn::Trigger;
 use crate::tree::{DataTree, NodeId, NodeStat, ROOT};
+use crate::txn::Trigger;
 
 /// ZooKeeper's `ZooKeeperServer.superSecret`, mixed into every session password.
 const PASSWORD_SECRET: i64 = 0xB341_5C00;
@@ -324,7 +324,9 @@ impl Restore {
                 err
             }
             LoggedOp::Delete { path } => self.delete(path, txn.zxid),
-            LoggedOp::SetData { path, .. } if path == crate::system::CONFIG && self.triggers.is_some() => {
+            LoggedOp::SetData { path, .. }
+                if path == crate::system::CONFIG && self.triggers.is_some() =>
+            {
                 // A live mirror keeps Warden's own membership in /zookeeper/config (its
                 // leader makes the membership follow it), not the ensemble's reconfig.
                 ErrorCode::OK

@@ -126,6 +126,9 @@ async fn command_post(
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    if name == commands::PROMOTE {
+        return json(commands::promote(&ctx, authorization).await);
+    }
     json(commands::run_post(&ctx, &name, authorization))
 }
 
