@@ -1,0 +1,385 @@
+//! Online migration (docs/migration.md): a `warden server` follows a real Apache ZooKeeper
+//! 3.9.5 as its observer, then takes over.
+//!
+//! ZooKeeper runs the quorum protocol with one voter (`standaloneEnabled=false`) and names
+//! Warden `server.2=...:observer`. Before Warden starts it holds a tree (every create mode,
+//! setData, setACL, a multi) and a client's session with an ephemeral node; so Warden's first
+//! sync carries them. While Warden follows, a client keeps writing to ZooKeeper; once Warden
+//! has mirrored ZooKeeper's last zxid, both serve the same tree node by node (data, every Stat
+//! field, ACL, children) through the `zookeeper-client` crate. The client's session moves to
+//! Warden with its id and password: it reads its ephemeral, is refused writes (NotReadOnly),
+//! is told of a change made on ZooKeeper, and stays alive on ZooKeeper after its old
+//! connection is gone for longer than its timeout (Warden's PING replies touch it). Then
+//! `POST /commands/promote`, and Warden takes writes with the zxids after ZooKeeper's.
+//! Every process is killed by pid; about half a minute.
+
+mod support;
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::servers::{
+    free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir, zookeeper_command,
+};
+use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionInfo, Stat};
+
+/// Every request's bound.
+const OP_TIMEOUT: Duration = Duration::from_secs(20);
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The moved session's timeout: the test outlives it once on Warden alone.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// A process killed (SIGKILL, by pid) and waited for when dropped.
+struct Process(std::process::Child, &'static str, std::path::PathBuf);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        if std::thread::panicking() {
+            eprintln!("{} log:\n{}", self.1, log_tail(&self.2, 60));
+        }
+    }
+}
+
+impl Process {
+    fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.0.try_wait() {
+            panic!("{} exited {status}:\n{}", self.1, log_tail(&self.2, 60));
+        }
+    }
+}
+
+/// The last zxid `srvr` reports, if the server answers.
+fn zxid(port: u16) -> Option<i64> {
+    srvr(port)?
+        .lines()
+        .find_map(|l| l.strip_prefix("Zxid: 0x"))
+        .and_then(|hex| i64::from_str_radix(hex.trim(), 16).ok())
+}
+
+/// Waits until `srvr` on `port` answers with `mode`.
+fn wait_mode(process: &mut Process, port: u16, mode: &str) {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while srvr(port).is_none_or(|a| !a.contains(mode)) {
+        process.assert_alive();
+        assert!(
+            Instant::now() < deadline,
+            "{} never said {mode:?}",
+            process.1
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until Warden has mirrored ZooKeeper's last zxid.
+fn wait_mirrored(warden: &mut Process, warden_port: u16, zk_port: u16) -> i64 {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        warden.assert_alive();
+        let theirs = zxid(zk_port).expect("ZooKeeper answers srvr");
+        if zxid(warden_port) == Some(theirs) {
+            return theirs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Warden did not reach ZooKeeper's zxid {theirs:#x} (it has {:?}):\n{}",
+            zxid(warden_port).map(|z| format!("{z:#x}")),
+            log_tail(&warden.2, 40)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn timed<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(OP_TIMEOUT, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within {OP_TIMEOUT:?}"))
+}
+
+async fn connect(port: u16, session: Option<SessionInfo>, readonly: bool) -> Client {
+    let mut connector = Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .with_readonly(readonly)
+        .with_detached();
+    if let Some(session) = session {
+        connector = connector.with_session(session);
+    }
+    let address = format!("127.0.0.1:{port}");
+    timed("connect", connector.connect(&address))
+        .await
+        .unwrap_or_else(|e| panic!("connect to {address}: {e:?}"))
+}
+
+fn show_stat(s: &Stat) -> String {
+    format!(
+        "czxid {:#x} mzxid {:#x} pzxid {:#x} ctime {} mtime {} version {} cversion {} aversion {} \
+         owner {:#x} dataLength {} numChildren {}",
+        s.czxid,
+        s.mzxid,
+        s.pzxid,
+        s.ctime,
+        s.mtime,
+        s.version,
+        s.cversion,
+        s.aversion,
+        s.ephemeral_owner,
+        s.data_length,
+        s.num_children
+    )
+}
+
+/// Every node but /zookeeper/config (each side's own membership), one line each: path,
+/// data, Stat, ACL and sorted children.
+async fn dump(client: &Client) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut queue = vec!["/".to_string()];
+    while let Some(path) = queue.pop() {
+        if path == "/zookeeper/config" {
+            continue;
+        }
+        let (data, stat) = timed("getData", client.get_data(&path)).await.unwrap();
+        let (acl, _) = timed("getACL", client.get_acl(&path)).await.unwrap();
+        let mut children = timed("getChildren", client.list_children(&path))
+            .await
+            .unwrap();
+        children.sort();
+        let acl: Vec<String> = acl
+            .iter()
+            .map(|a| format!("{}:{}:{}", a.permission(), a.scheme(), a.id()))
+            .collect();
+        lines.push(format!(
+            "{path} data {data:?} {} acl {acl:?} children {children:?}",
+            show_stat(&stat)
+        ));
+        for child in children {
+            queue.push(if path == "/" {
+                format!("/{child}")
+            } else {
+                format!("{path}/{child}")
+            });
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn persistent() -> zookeeper_client::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+/// The tree ZooKeeper holds before Warden follows it.
+async fn seed(zk: &Client) {
+    zk.create("/app", b"app", &persistent()).await.unwrap();
+    zk.create("/app/config", b"v0", &persistent())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let seq = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+        zk.create("/app/seq-", b"s", &seq).await.unwrap();
+    }
+    let container = CreateMode::Container.with_acls(Acls::anyone_all());
+    zk.create("/jobs", b"", &container).await.unwrap();
+    zk.create("/jobs/1", b"job", &persistent()).await.unwrap();
+    let ttl = persistent().with_ttl(Duration::from_secs(3600));
+    zk.create("/ttl", b"t", &ttl).await.unwrap();
+    zk.set_data("/app/config", b"v1", None).await.unwrap();
+    let mut multi = zk.new_multi_writer();
+    multi.add_create("/m1", b"1", &persistent()).unwrap();
+    multi.add_set_data("/app/config", b"v2", None).unwrap();
+    multi.commit().await.unwrap();
+    zk.set_acl("/m1", &Acls::anyone_read(), None).await.unwrap();
+}
+
+/// Writes on ZooKeeper while Warden follows.
+async fn write_while_following(zk: &Client, round: usize) {
+    for i in 0..60 {
+        let path = format!("/w{round}-{i}");
+        zk.create(&path, format!("{i}").as_bytes(), &persistent())
+            .await
+            .unwrap();
+        if i % 3 == 0 {
+            zk.set_data(&path, b"changed", None).await.unwrap();
+        }
+        if i % 5 == 0 {
+            zk.delete(&path, None).await.unwrap();
+        }
+    }
+}
+
+fn write_zookeeper_cfg(
+    dir: &Path,
+    client: u16,
+    me: (u16, u16),
+    warden: (u16, u16),
+) -> std::path::PathBuf {
+    let data = dir.join("zk-data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("myid"), "1\n").unwrap();
+    let path = dir.join("zoo.cfg");
+    fs::write(
+        &path,
+        format!(
+            "tickTime=500\ninitLimit=10\nsyncLimit=5\nstandaloneEnabled=false\n\
+             4lw.commands.whitelist=*\ndataDir={}\nclientPort={client}\n\
+             clientPortAddress=127.0.0.1\nserver.1=127.0.0.1:{}:{}:participant\n\
+             server.2=127.0.0.1:{}:{}:observer\n",
+            data.display(),
+            me.0,
+            me.1,
+            warden.0,
+            warden.1
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn write_warden_toml(dir: &Path, client: u16, admin: u16, zk_quorum: u16) -> std::path::PathBuf {
+    let path = dir.join("warden.toml");
+    fs::write(
+        &path,
+        format!(
+            "client_listen = \"127.0.0.1:{client}\"\ndata_dir = \"{}\"\n\
+             four_letter_words = [\"*\"]\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+             [migration]\nfollow = \"127.0.0.1:{zk_quorum}\"\nobserver_id = 2\n\
+             packet_wait_ms = 5000\n",
+            dir.join("warden-data").display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn promote(admin: u16, credentials: Option<&str>) -> support::http::Reply {
+    let addr: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    let header = credentials.map(|c| format!("Authorization: digest {c}"));
+    let headers: Vec<&str> = header.iter().map(String::as_str).collect();
+    support::http::request(addr, "POST", "/commands/promote", &headers).expect("admin answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_running_zookeeper_then_takes_over() {
+    install_zookeeper();
+    let dir = temp_dir("migration");
+    let (zk_port, zk_quorum, zk_election) = (free_port(), free_port(), free_port());
+    let (obs_quorum, obs_election) = (free_port(), free_port());
+    let (warden_port, admin_port) = (free_port(), free_port());
+
+    let zk_cfg = write_zookeeper_cfg(
+        &dir,
+        zk_port,
+        (zk_quorum, zk_election),
+        (obs_quorum, obs_election),
+    );
+    let zk_log = dir.join("zookeeper.log");
+    let mut zookeeper = Process(
+        spawn_logged(
+            zookeeper_command(&zk_cfg, "256m", "-Dzookeeper.extendedTypesEnabled=true"),
+            &zk_log,
+        ),
+        "ZooKeeper",
+        zk_log,
+    );
+    wait_mode(&mut zookeeper, zk_port, "Mode: leader");
+    let zk = connect(zk_port, None, false).await;
+    timed("seed", seed(&zk)).await;
+    let owner = connect(zk_port, None, false).await;
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    timed("ephemeral", owner.create("/app/owner", b"mine", &ephemeral))
+        .await
+        .unwrap();
+
+    let warden_toml = write_warden_toml(&dir, warden_port, admin_port, zk_quorum);
+    let warden_log = dir.join("warden.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command.arg("server").arg("--config").arg(&warden_toml);
+    let mut warden = Process(spawn_logged(command, &warden_log), "Warden", warden_log);
+    let synced = wait_mirrored(&mut warden, warden_port, zk_port);
+    assert!(synced > 0);
+
+    // A new session on Warden while it mirrors is a read-only one, refused writes.
+    let reader = connect(warden_port, None, true).await;
+    let (data, _) = timed("read", reader.get_data("/app/config")).await.unwrap();
+    assert_eq!(data, b"v2");
+    let refused = timed("write", reader.create("/nope", b"", &persistent())).await;
+    assert_eq!(refused.unwrap_err(), zookeeper_client::Error::NotReadOnly);
+
+    // The owner's session moves to Warden: same id and password, same ephemeral.
+    let moved = connect(warden_port, Some(owner.session().clone()), false).await;
+    assert_eq!(moved.session_id(), owner.session_id(), "the same session");
+    drop(owner); // detached: its connection to ZooKeeper goes, its session stays
+    let (_, stat) = timed("ephemeral", moved.get_data("/app/owner"))
+        .await
+        .unwrap();
+    assert_eq!(stat.ephemeral_owner, moved.session_id().0);
+    let refused = timed("write", moved.set_data("/app/owner", b"x", None)).await;
+    assert_eq!(refused.unwrap_err(), zookeeper_client::Error::NotReadOnly);
+    let (_, _, watch) = timed("watch", moved.get_and_watch_data("/app/config"))
+        .await
+        .unwrap();
+
+    // ZooKeeper goes on taking writes; Warden mirrors them and tells the moved client.
+    timed("writes", write_while_following(&zk, 1)).await;
+    timed("config", zk.set_data("/app/config", b"v3", None))
+        .await
+        .unwrap();
+    let event = timed("watch event", watch.changed()).await;
+    assert_eq!(event.event_type, EventType::NodeDataChanged);
+    timed("writes", write_while_following(&zk, 2)).await;
+    let last = wait_mirrored(&mut warden, warden_port, zk_port);
+    let theirs = timed("dump ZooKeeper", dump(&zk)).await;
+    let ours = timed("dump Warden", dump(&reader)).await;
+    assert!(theirs.len() > 100, "{} nodes", theirs.len());
+    for (t, o) in theirs.iter().zip(&ours) {
+        assert_eq!(t, o, "ZooKeeper's node, then Warden's");
+    }
+    assert_eq!(theirs.len(), ours.len());
+
+    // Longer than the session's timeout with its client on Warden only: ZooKeeper keeps it
+    // (Warden reports it alive in its PING replies) and the ephemeral stays.
+    tokio::time::sleep(SESSION_TIMEOUT + Duration::from_secs(2)).await;
+    let still = timed("ephemeral on ZooKeeper", zk.check_stat("/app/owner")).await;
+    assert!(
+        still.unwrap().is_some(),
+        "ZooKeeper expired the moved session"
+    );
+    timed("moved client", moved.get_data("/app/owner"))
+        .await
+        .unwrap();
+
+    // A read-only client looks for a writable server in the background, with sessions of its
+    // own: gone before the switch, so that the zxids after it are counted exactly.
+    drop(reader);
+
+    // The switch: ZooKeeper's writers have stopped; promote.
+    assert_eq!(promote(admin_port, None).status, 401);
+    let reply = promote(admin_port, Some("admin:secret"));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains(&format!("{last:#x}")), "{}", reply.body);
+    assert_eq!(promote(admin_port, Some("admin:secret")).status, 409);
+    drop(zookeeper);
+
+    let stat = timed("write", moved.set_data("/app/owner", b"on Warden", None))
+        .await
+        .expect("the moved session writes once Warden is promoted");
+    assert_eq!(
+        stat.mzxid,
+        last + 1,
+        "Warden's first zxid follows ZooKeeper's last"
+    );
+    let fresh = connect(warden_port, None, false).await;
+    let (stat, _) = timed("create", fresh.create("/after", b"x", &persistent()))
+        .await
+        .unwrap();
+    assert_eq!(
+        stat.czxid,
+        last + 3,
+        "after the setData and the new session"
+    );
+    warden.assert_alive();
+    let _ = fs::remove_dir_all(&dir);
+}
