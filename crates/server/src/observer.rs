@@ -126,7 +126,7 @@ async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), Follow
         zxid = format_args!("{:#x}", mirror.zxid),
         "following ZooKeeper: registered with its leader as an observer"
     );
-    sync(
+    let how = sync(
         &mut link,
         &mut mirror,
         new_epoch,
@@ -135,6 +135,7 @@ async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), Follow
     .await?;
     tracing::info!(
         addr,
+        sync = how,
         zxid = format_args!("{:#x}", mirror.zxid),
         "following ZooKeeper: in sync with its leader, mirroring"
     );
@@ -205,14 +206,19 @@ async fn register(link: &mut Link, mirror: &Mirror<'_>, my_id: u64) -> Result<i6
 }
 
 /// The sync (`Learner.syncWithLeader`): DIFF or SNAP, the transactions after it, NEWLEADER
-/// and UPTODATE, each acknowledged.
+/// and UPTODATE, each acknowledged. Returns which of DIFF and SNAP it was.
 async fn sync(
     link: &mut Link,
     mirror: &mut Mirror<'_>,
     new_epoch: i64,
     snapshot_bytes_max: usize,
-) -> Result<(), FollowError> {
+) -> Result<&'static str, FollowError> {
     let first = link.next().await?;
+    let how = if first.kind == kind::SNAP {
+        "SNAP"
+    } else {
+        "DIFF"
+    };
     match first.kind {
         kind::DIFF if mirror.phase == MirrorPhase::Following => {}
         kind::DIFF => {
@@ -299,7 +305,8 @@ async fn sync(
         );
     }
     link.send(&QuorumPacket::new(kind::ACK, new_leader_zxid, None))
-        .await
+        .await?;
+    Ok(how)
 }
 
 /// INFORMANDACTIVATE's data: the suggested leader id, then the transaction.
