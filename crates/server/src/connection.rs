@@ -655,10 +655,18 @@ impl Session {
                     schemes: self.ctx.config.auth.required_schemes.clone(),
                 })
             }
-            Request::CloseSession if read_only => {
+            Request::CloseSession
+                if read_only
+                    && self
+                        .ctx
+                        .replica()
+                        .state()
+                        .session(self.session_id)
+                        .is_none() =>
+            {
                 // A read-only session is this server's alone: closing it is closing the
-                // connection. A mirrored session is ZooKeeper's: it expires there once this
-                // server stops reporting it alive.
+                // connection. (A mirrored session is the ensemble's: ZooKeeper's read-only
+                // server refuses to close a global session, NotReadOnly, below.)
                 self.reply(header.xid, 0, ErrorCode::OK);
                 Err(Closed::ByServer)
             }
