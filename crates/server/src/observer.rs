@@ -32,7 +32,7 @@ use warden_state::mirror::{MirrorPhase, ZkTree};
 use warden_state::restore::Restore;
 use warden_state::{StateConfig, Txn, TxnKind};
 
-use crate::consensus::{Proposal, ProposeError, mirrored_txn};
+use crate::consensus::{Proposal, ProposeError, ReadIndexError, mirrored_txn};
 use crate::server::Context;
 
 /// The pause before connecting again after a connection failed or ended.
@@ -66,6 +66,8 @@ pub enum FollowError {
     Propose(#[from] ProposeError),
     #[error("this server no longer leads the Warden cluster")]
     NotLeading,
+    #[error("Warden's log: {0}")]
+    Log(#[from] ReadIndexError),
 }
 
 /// Follows the ensemble while this server leads, until the state is promoted.
@@ -118,6 +120,10 @@ async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), Follow
         wait,
         packet_bytes_max: m.packet_bytes_max as usize,
     };
+    // Everything earlier leaders of the Warden cluster mirrored is applied here first, so
+    // that the zxid told to ZooKeeper is the last one in Warden's log.
+    let index = ctx.consensus.read_index().await?;
+    ctx.consensus.applied_up_to(index, wait).await?;
     let mut mirror = Mirror::new(ctx, term);
     let new_epoch = register(&mut link, &mirror, m.observer_id.expect("validated")).await?;
     tracing::info!(

@@ -129,6 +129,11 @@ impl State {
                 self.reset_to(tree);
                 Outcome::new(self.zxid)
             }
+            (TxnKind::Mirrored(m), MirrorPhase::Following) if m.txn.zxid <= self.zxid => {
+                // Mirrored already (a Warden leader that followed before this one proposed it
+                // too): zxids never go back.
+                refused(self.zxid, ErrorCode::BAD_ARGUMENTS)
+            }
             (TxnKind::Mirrored(m), MirrorPhase::Following) => self.apply_logged(&m.txn),
             (TxnKind::Promote, MirrorPhase::Following) => {
                 self.mirror = MirrorPhase::Promoted;
@@ -244,8 +249,14 @@ mod tests {
         };
         let session_txn = LoggedOp::CreateSession { timeout_ms: 30_000 };
         state.apply(&txn(mirrored(session, 0x1_0000_0005, session_txn)));
-        let out = state.apply(&txn(mirrored(session, 0x1_0000_0006, create)));
+        let out = state.apply(&txn(mirrored(session, 0x1_0000_0006, create.clone())));
         assert_eq!(out.zxid, 0x1_0000_0006);
+        let again = state.apply(&txn(mirrored(session, 0x1_0000_0006, create)));
+        assert_eq!(
+            (again.err, again.zxid),
+            (ErrorCode::BAD_ARGUMENTS, 0x1_0000_0006),
+            "a transaction mirrored twice is applied once"
+        );
         let created: Vec<&Trigger> = out.triggers.iter().collect();
         assert_eq!(
             created.len(),

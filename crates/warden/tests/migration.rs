@@ -21,6 +21,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use support::cluster::{Cluster, System};
 use support::servers::{
     free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir, zookeeper_command,
 };
@@ -518,5 +519,91 @@ async fn follows_an_ensemble_across_a_change_of_leader() {
         .unwrap();
     assert_eq!(stat.czxid, last + 2, "after the new session's zxid");
     warden.assert_alive();
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Waits until every member in `members` has mirrored ZooKeeper's last zxid.
+fn wait_members_mirrored(cluster: &mut Cluster, members: &[usize], zk_port: u16) -> i64 {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        cluster.check_alive();
+        let theirs = zxid(zk_port).expect("ZooKeeper answers srvr");
+        if members
+            .iter()
+            .all(|&i| cluster.members[i].zxid() == Some(theirs))
+        {
+            return theirs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Warden's members did not all reach ZooKeeper's zxid {theirs:#x}:\n{}",
+            cluster.describe()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every member in `members` serves ZooKeeper's tree, node by node.
+async fn assert_members_mirror(zk: &Client, cluster: &Cluster, members: &[usize]) {
+    let theirs = timed("dump ZooKeeper", dump(zk)).await;
+    for &i in members {
+        let reader = connect(cluster.members[i].client_port, None, true).await;
+        let ours = timed("dump Warden", dump(&reader)).await;
+        for (t, o) in theirs.iter().zip(&ours) {
+            assert_eq!(t, o, "ZooKeeper's node, then Warden member {i}'s");
+        }
+        assert_eq!(theirs.len(), ours.len(), "member {i}");
+    }
+}
+
+/// A three-member Warden cluster mirrors a ZooKeeper: its leader follows, every member serves
+/// the mirror. The Warden leader is killed while it follows; the next one applies what its
+/// log holds, takes over the following from there (a DIFF), and every survivor goes on
+/// mirroring. Then promote on the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warden_cluster_mirrors_and_its_next_leader_follows_on() {
+    install_zookeeper();
+    let dir = temp_dir("migration-cluster");
+    let zk_ports = ZkPorts::new();
+    let mut zookeeper = start_zookeeper(&dir, 1, &[zk_ports], ZkPorts::new());
+    wait_mode(&mut zookeeper, zk_ports.client, "Mode: leader");
+    let zk = connect(zk_ports.client, None, false).await;
+    timed("seed", seed(&zk)).await;
+
+    // Warden's members read the ensemble to follow from their zoo.cfg.
+    let follow = format!(
+        "migration.follow=127.0.0.1:{}\nmigration.observerId=2\n",
+        zk_ports.quorum
+    );
+    let mut cluster = tokio::task::block_in_place(|| Cluster::start(System::Warden, 3, 0, &follow));
+    timed("writes", write_while_following(&zk, 1)).await;
+    tokio::task::block_in_place(|| {
+        wait_members_mirrored(&mut cluster, &[0, 1, 2], zk_ports.client)
+    });
+    assert_members_mirror(&zk, &cluster, &[0, 1, 2]).await;
+
+    let leader = tokio::task::block_in_place(|| cluster.wait_for_leader(START_TIMEOUT));
+    cluster.kill9(leader);
+    let next = tokio::task::block_in_place(|| cluster.wait_for_leader(START_TIMEOUT));
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    timed("writes", write_while_following(&zk, 2)).await;
+    let last = tokio::task::block_in_place(|| {
+        wait_members_mirrored(&mut cluster, &survivors, zk_ports.client)
+    });
+    assert_members_mirror(&zk, &cluster, &survivors).await;
+    let log = fs::read_to_string(cluster.members[next].log_path()).unwrap();
+    assert!(
+        log.contains("sync=\"DIFF\""),
+        "the next leader syncs from what its log holds:\n{log}"
+    );
+
+    let reply = promote(cluster.members[next].admin_port, Some("admin:secret"));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    drop(zookeeper);
+    let fresh = connect(cluster.members[next].client_port, None, false).await;
+    let (stat, _) = timed("create", fresh.create("/on-warden", b"", &persistent()))
+        .await
+        .unwrap();
+    assert_eq!(stat.czxid, last + 2, "after the new session's zxid");
     let _ = fs::remove_dir_all(&dir);
 }
