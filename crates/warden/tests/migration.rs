@@ -607,3 +607,104 @@ async fn a_warden_cluster_mirrors_and_its_next_leader_follows_on() {
     assert_eq!(stat.czxid, last + 2, "after the new session's zxid");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Accepts one connection on `listener` within `limit`.
+fn accept_within(listener: &std::net::TcpListener, limit: Duration) -> std::net::TcpStream {
+    let deadline = Instant::now() + limit;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(limit)).unwrap();
+                return stream;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "Warden did not connect");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// Reads one quorum packet, as ZooKeeper's `BinaryInputArchive` would: type, zxid, data,
+/// auth ids (Warden sends none).
+fn read_packet(stream: &mut std::net::TcpStream) -> (i32, i64, Vec<u8>) {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    stream.read_exact(&mut head).unwrap();
+    let kind = i32::from_be_bytes(head[..4].try_into().unwrap());
+    let zxid = i64::from_be_bytes(head[4..12].try_into().unwrap());
+    let len = i32::from_be_bytes(head[12..].try_into().unwrap());
+    let mut data = vec![0u8; len.max(0) as usize];
+    stream.read_exact(&mut data).unwrap();
+    let mut auth = [0u8; 4];
+    stream.read_exact(&mut auth).unwrap();
+    assert_eq!(i32::from_be_bytes(auth), -1, "no auth ids");
+    (kind, zxid, data)
+}
+
+fn packet(kind: i32, zxid: i64, data_len: i32, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&kind.to_be_bytes());
+    out.extend_from_slice(&zxid.to_be_bytes());
+    out.extend_from_slice(&data_len.to_be_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out
+}
+
+/// A leader that answers with nonsense: the observer's first packet is ZooKeeper's
+/// OBSERVERINFO (type 16, `LearnerInfo { sid, 0x10000, configVersion }`); a packet whose data
+/// claims 2 GiB, then a sync that begins with an unknown packet type, each end the connection
+/// with a log line, and Warden connects again and goes on serving.
+#[test]
+fn a_leader_that_sends_nonsense_is_left_and_tried_again() {
+    use std::io::Write;
+    let dir = temp_dir("migration-bad-leader");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let warden_port = free_port();
+    let mut warden = start_warden(&dir, warden_port, free_port(), &[port], 7);
+    let limit = Duration::from_secs(20);
+
+    let mut first = accept_within(&listener, limit);
+    let (kind, zxid, data) = read_packet(&mut first);
+    assert_eq!(
+        (kind, zxid),
+        (16, 0),
+        "OBSERVERINFO of a server that mirrors nothing yet"
+    );
+    assert_eq!(
+        data.len(),
+        20,
+        "LearnerInfo: sid, protocol version, config version"
+    );
+    assert_eq!(i64::from_be_bytes(data[..8].try_into().unwrap()), 7);
+    assert_eq!(i32::from_be_bytes(data[8..12].try_into().unwrap()), 0x10000);
+    first
+        .write_all(&packet(17, 1 << 32, i32::MAX, b""))
+        .unwrap();
+
+    let mut second = accept_within(&listener, limit);
+    assert_eq!(read_packet(&mut second).0, 16);
+    let version = 0x10000i32.to_be_bytes();
+    second.write_all(&packet(17, 1 << 32, 4, &version)).unwrap();
+    let (kind, zxid, data) = read_packet(&mut second);
+    assert_eq!(
+        (kind, zxid),
+        (18, 0),
+        "ACKEPOCH with the last zxid mirrored"
+    );
+    assert_eq!(data, 0i32.to_be_bytes(), "and its current epoch");
+    second.write_all(&packet(99, 0, -1, b"")).unwrap();
+
+    let _third = accept_within(&listener, limit);
+    warden.assert_alive();
+    assert!(srvr(warden_port).is_some(), "Warden serves on");
+    let log = fs::read_to_string(&warden.2).unwrap();
+    assert!(log.contains("exceeds the limit"), "{log}");
+    assert!(log.contains("packet type 99"), "{log}");
+    let _ = fs::remove_dir_all(&dir);
+}
