@@ -54,6 +54,19 @@ impl Process {
     }
 }
 
+/// A four-letter word's answer ("" if none).
+fn four_letter(port: u16, word: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(word.as_bytes());
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer
+}
+
 /// The last zxid `srvr` reports, if the server answers.
 fn zxid(port: u16) -> Option<i64> {
     srvr(port)?
@@ -335,7 +348,9 @@ async fn follows_a_running_zookeeper_then_takes_over() {
     let synced = wait_mirrored(&mut warden, warden_port, zk_port);
     assert!(synced > 0);
 
-    // A new session on Warden while it mirrors is a read-only one, refused writes.
+    // While it mirrors, Warden is a read-only server: `isro` says so, and a new session is a
+    // read-only one, refused writes.
+    assert_eq!(four_letter(warden_port, "isro"), "ro");
     let reader = connect(warden_port, None, true).await;
     let (data, _) = timed("read", reader.get_data("/app/config")).await.unwrap();
     assert_eq!(data, b"v2");
@@ -395,6 +410,7 @@ async fn follows_a_running_zookeeper_then_takes_over() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.body.contains(&format!("{last:#x}")), "{}", reply.body);
     assert_eq!(promote(admin_port, Some("admin:secret")).status, 409);
+    assert_eq!(four_letter(warden_port, "isro"), "rw");
     drop(zookeeper);
 
     let stat = timed("write", moved.set_data("/app/owner", b"on Warden", None))
