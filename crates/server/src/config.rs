@@ -306,7 +306,8 @@ impl Migration {
         }
         if self.observer_id.is_none() {
             return invalid(
-                "migration follow needs observer_id: this server's N in the ensemble's                  server.N=...:observer line"
+                "migration follow needs observer_id: this server's N in the ensemble's \
+                 server.N=...:observer line"
                     .into(),
             );
         }
@@ -319,7 +320,8 @@ impl Migration {
             > peer_frame_bytes_max.saturating_sub(MIGRATION_FRAME_OVERHEAD_BYTES)
         {
             return invalid(format!(
-                "migration snapshot_bytes_max = {} must leave 1 MiB of cluster                  peer_frame_bytes_max = {peer_frame_bytes_max}: the snapshot is one log entry",
+                "migration snapshot_bytes_max = {} must leave 1 MiB of cluster \
+                 peer_frame_bytes_max = {peer_frame_bytes_max}: the snapshot is one log entry",
                 self.snapshot_bytes_max
             ));
         }
@@ -1282,7 +1284,8 @@ mod tests {
                 "\"zk1\" is not host:port",
             ),
             (
-                "[migration]\nfollow = \"zk1:2888\"\nobserver_id = 4\nsnapshot_bytes_max = 4000000000",
+                "[migration]\nfollow = \"zk1:2888\"\nobserver_id = 4\n\
+                 snapshot_bytes_max = 4000000000",
                 "snapshot_bytes_max",
             ),
             (

@@ -96,7 +96,11 @@ pub async fn follow(ctx: Arc<Context>) {
                 next += 1;
             }
             Err(e) => {
-                tracing::warn!(addr, error = %e, "following ZooKeeper: connection ended; connecting again");
+                tracing::warn!(
+                    addr,
+                    error = %e,
+                    "following ZooKeeper: connection ended; connecting again"
+                );
                 next += 1;
             }
         }
@@ -109,6 +113,10 @@ pub async fn follow(ctx: Arc<Context>) {
 async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), FollowError> {
     let m = &ctx.config.migration;
     let wait = Duration::from_millis(m.packet_wait_ms.into());
+    // Everything earlier leaders of the Warden cluster mirrored is applied here first, so
+    // that the zxid told to ZooKeeper is the last one in Warden's log.
+    let index = ctx.consensus.read_index().await?;
+    ctx.consensus.applied_up_to(index, wait).await?;
     let stream = tokio::time::timeout(wait, TcpStream::connect(addr))
         .await
         .map_err(|_| FollowError::Silent(wait))??;
@@ -120,10 +128,6 @@ async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), Follow
         wait,
         packet_bytes_max: m.packet_bytes_max as usize,
     };
-    // Everything earlier leaders of the Warden cluster mirrored is applied here first, so
-    // that the zxid told to ZooKeeper is the last one in Warden's log.
-    let index = ctx.consensus.read_index().await?;
-    ctx.consensus.applied_up_to(index, wait).await?;
     let mut mirror = Mirror::new(ctx, term);
     let new_epoch = register(&mut link, &mirror, m.observer_id.expect("validated")).await?;
     tracing::info!(
