@@ -21,15 +21,16 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 use warden_proto::DecodeError;
 use warden_proto::quorum::{self, QuorumPacket, Scanned, SnapshotScan, kind};
 use warden_state::mirror::{MirrorPhase, ZkTree};
-use warden_state::restore::Restore;
+use warden_state::restore::{Restore, follows};
 use warden_state::{StateConfig, Txn, TxnKind};
 
 use crate::consensus::{Proposal, ProposeError, ReadIndexError, mirrored_txn};
@@ -44,6 +45,9 @@ const LEADERSHIP_POLL: Duration = Duration::from_millis(200);
 const PROPOSALS_PENDING_MAX: usize = 1024;
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Mirrored transactions proposed and not yet committed: they are pipelined (the log keeps
+/// their order), up to this many; then the observer reads no more until some commit.
+const PROPOSALS_IN_FLIGHT_MAX: u32 = 4096;
 
 /// Why a connection to the ensemble ended.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +77,7 @@ pub enum FollowError {
 /// Follows the ensemble while this server leads, until the state is promoted.
 pub async fn follow(ctx: Arc<Context>) {
     let addresses = ctx.config.migration.addresses();
+    let in_flight = Arc::new(Semaphore::new(PROPOSALS_IN_FLIGHT_MAX as usize));
     let mut next = 0usize;
     loop {
         if ctx.replica().state().mirror_phase() == MirrorPhase::Promoted {
@@ -88,7 +93,7 @@ pub async fn follow(ctx: Arc<Context>) {
             continue;
         }
         let addr = &addresses[next % addresses.len()];
-        match observe(&ctx, addr, term).await {
+        match observe(&ctx, addr, term, &in_flight).await {
             Ok(()) => {}
             Err(FollowError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 // Only the ensemble's leader listens on its quorum port: try the next one.
@@ -110,9 +115,16 @@ pub async fn follow(ctx: Arc<Context>) {
 
 /// One connection to the ZooKeeper leader at `addr`, while this server leads in `term`.
 /// `Ok` when the state was promoted.
-async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), FollowError> {
+async fn observe(
+    ctx: &Arc<Context>,
+    addr: &str,
+    term: u64,
+    in_flight: &Arc<Semaphore>,
+) -> Result<(), FollowError> {
     let m = &ctx.config.migration;
     let wait = Duration::from_millis(m.packet_wait_ms.into());
+    // The proposals of an earlier connection are settled (committed or failed) first.
+    drop(all_permits(in_flight).await);
     // Everything earlier leaders of the Warden cluster mirrored is applied here first, so
     // that the zxid told to ZooKeeper is the last one in Warden's log.
     let index = ctx.consensus.read_index().await?;
@@ -128,7 +140,7 @@ async fn observe(ctx: &Arc<Context>, addr: &str, term: u64) -> Result<(), Follow
         wait,
         packet_bytes_max: m.packet_bytes_max as usize,
     };
-    let mut mirror = Mirror::new(ctx, term);
+    let mut mirror = Mirror::new(ctx, term, in_flight.clone());
     let new_epoch = register(&mut link, &mirror, m.observer_id.expect("validated")).await?;
     tracing::info!(
         addr,
@@ -319,6 +331,14 @@ async fn sync(
     Ok(how)
 }
 
+/// Every permit of `in_flight`: no proposal is in flight while they are held.
+async fn all_permits(in_flight: &Semaphore) -> tokio::sync::SemaphorePermit<'_> {
+    in_flight
+        .acquire_many(PROPOSALS_IN_FLIGHT_MAX)
+        .await
+        .expect("the semaphore is never closed")
+}
+
 /// INFORMANDACTIVATE's data: the suggested leader id, then the transaction.
 fn activated(data: Option<Vec<u8>>) -> Result<Vec<u8>, FollowError> {
     let mut data = data.unwrap_or_default();
@@ -335,12 +355,16 @@ struct Mirror<'a> {
     ctx: &'a Arc<Context>,
     term: u64,
     phase: MirrorPhase,
-    /// The last zxid mirrored (0 before the first sync).
+    /// The last zxid mirrored or proposed (0 before the first sync).
     zxid: i64,
+    in_flight: Arc<Semaphore>,
+    /// Why a pipelined proposal did not enter the log, once one did not: the connection ends
+    /// and the next sync starts from what was applied.
+    failed: Arc<Mutex<Option<ProposeError>>>,
 }
 
 impl<'a> Mirror<'a> {
-    fn new(ctx: &'a Arc<Context>, term: u64) -> Self {
+    fn new(ctx: &'a Arc<Context>, term: u64, in_flight: Arc<Semaphore>) -> Self {
         let (phase, zxid) = {
             let r = ctx.replica();
             (r.state().mirror_phase(), r.state().last_zxid())
@@ -355,12 +379,20 @@ impl<'a> Mirror<'a> {
             term,
             phase,
             zxid,
+            in_flight,
+            failed: Arc::new(Mutex::new(None)),
         }
     }
 
+    /// Replaces the mirror with `tree`, once every earlier proposal is settled.
     async fn reset(&mut self, tree: ZkTree) -> Result<(), FollowError> {
         let zxid = tree.zxid;
-        self.propose(TxnKind::MirrorReset(tree), 0).await?;
+        drop(all_permits(&self.in_flight).await);
+        self.check_proposals()?;
+        self.ctx
+            .consensus
+            .propose_and_wait(proposal(TxnKind::MirrorReset(tree), 0), Some(self.term))
+            .await?;
         self.phase = MirrorPhase::Following;
         self.zxid = zxid;
         Ok(())
@@ -373,42 +405,71 @@ impl<'a> Mirror<'a> {
         if zxid <= self.zxid {
             return Ok(());
         }
-        if !warden_import::follows(self.zxid, zxid) {
+        if !follows(self.zxid, zxid) {
             return Err(FollowError::Protocol(format!(
                 "transaction {zxid:#x} follows {:#x}: some are missing",
                 self.zxid
             )));
         }
+        self.check_proposals()?;
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let failed = self.failed.clone();
         let session_id = m.txn.session_id;
-        self.propose(TxnKind::Mirrored(m), session_id).await?;
+        // The permit goes back when the proposal is settled, either way.
+        let settled = move |e: ProposeError| {
+            drop(permit);
+            failed
+                .lock()
+                .expect("failed lock poisoned")
+                .get_or_insert(e);
+        };
+        self.ctx
+            .consensus
+            .propose(
+                proposal(TxnKind::Mirrored(m), session_id),
+                Some(self.term),
+                settled,
+            )
+            .await;
         self.zxid = zxid;
         Ok(())
     }
 
-    async fn propose(&self, kind: TxnKind, session_id: i64) -> Result<(), FollowError> {
-        let proposal = Proposal {
-            origin: None,
-            txn: Txn {
-                session_id,
-                time_ms: 0,
-                auth: Vec::new(),
-                enforce_quota: false,
-                kind,
-            },
-        };
-        self.ctx
-            .consensus
-            .propose_and_wait(proposal, Some(self.term))
-            .await?;
-        Ok(())
+    /// An error if a pipelined proposal did not enter the log.
+    fn check_proposals(&self) -> Result<(), FollowError> {
+        match self.failed.lock().expect("failed lock poisoned").take() {
+            Some(e) => Err(FollowError::Propose(e)),
+            None => Ok(()),
+        }
     }
 
-    /// Whether to go on: `false` once promoted; an error if this server no longer leads.
+    /// Whether to go on: `false` once promoted; an error if this server no longer leads or
+    /// a proposal failed.
     fn still_following(&self) -> Result<bool, FollowError> {
         if !self.ctx.consensus.leads_in(self.term) {
             return Err(FollowError::NotLeading);
         }
+        self.check_proposals()?;
         Ok(self.ctx.replica().state().mirror_phase() == MirrorPhase::Following)
+    }
+}
+
+/// A proposal of the mirror's (no client waits for it; the leader stamps its time).
+fn proposal(kind: TxnKind, session_id: i64) -> Proposal {
+    Proposal {
+        origin: None,
+        txn: Txn {
+            session_id,
+            time_ms: 0,
+            auth: Vec::new(),
+            enforce_quota: false,
+            kind,
+        },
     }
 }
 

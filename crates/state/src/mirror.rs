@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use warden_proto::ErrorCode;
 
-use crate::restore::{LoggedTxn, Restore};
+use crate::restore::{LoggedTxn, Restore, follows};
 use crate::state::State;
 use crate::system;
 use crate::txn::{Outcome, Txn, TxnKind};
@@ -129,9 +129,9 @@ impl State {
                 self.reset_to(tree);
                 Outcome::new(self.zxid)
             }
-            (TxnKind::Mirrored(m), MirrorPhase::Following) if m.txn.zxid <= self.zxid => {
+            (TxnKind::Mirrored(m), MirrorPhase::Following) if !follows(self.zxid, m.txn.zxid) => {
                 // Mirrored already (a Warden leader that followed before this one proposed it
-                // too): zxids never go back.
+                // too), or after a gap: zxids never go back, and none is skipped.
                 refused(self.zxid, ErrorCode::BAD_ARGUMENTS)
             }
             (TxnKind::Mirrored(m), MirrorPhase::Following) => self.apply_logged(&m.txn),
@@ -269,6 +269,12 @@ mod tests {
             state.session(session).unwrap().password,
             crate::restore::zookeeper_password(session),
             "a moved client's password is ZooKeeper's"
+        );
+        let gap = state.apply(&txn(mirrored(session, 0x1_0000_0008, LoggedOp::Check)));
+        assert_eq!(
+            gap.err,
+            ErrorCode::BAD_ARGUMENTS,
+            "a transaction after a gap"
         );
         let refused = state.apply(&txn(TxnKind::CloseSession));
         assert_eq!(refused.err, ErrorCode::NOT_READ_ONLY);

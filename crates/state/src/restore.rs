@@ -533,6 +533,13 @@ impl Restore {
     }
 }
 
+/// Whether `zxid` may come right after `previous` in ZooKeeper's history: the next in the
+/// same epoch, or the first of a later epoch (a new leader starts its epoch's counter over
+/// at 1).
+pub fn follows(previous: i64, zxid: i64) -> bool {
+    zxid == previous + 1 || ((zxid >> 32) > (previous >> 32) && zxid & 0xffff_ffff == 1)
+}
+
 /// The password ZooKeeper gave session `id` (`ZooKeeperServer.generatePasswd`: 16 bytes of
 /// `java.util.Random` seeded with `id ^ superSecret`), so that its clients can resume their
 /// sessions on Warden.
