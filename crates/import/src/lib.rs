@@ -23,7 +23,7 @@ pub mod txnlog;
 
 use std::path::{Path, PathBuf};
 
-use warden_state::restore::Restore;
+use warden_state::restore::{Restore, follows};
 use warden_state::{State, StateConfig};
 
 /// Why a data directory could not be imported. Every damage names the file and the offset.
@@ -238,12 +238,6 @@ impl Replay {
         self.digests_checked += 1;
         Ok(())
     }
-}
-
-/// Whether `zxid` may come right after `previous`: the next in the same epoch, or the first
-/// of a later epoch (a new leader starts its epoch's counter over at 1).
-fn follows(previous: i64, zxid: i64) -> bool {
-    zxid == previous + 1 || ((zxid >> 32) > (previous >> 32) && zxid & 0xffff_ffff == 1)
 }
 
 #[cfg(test)]

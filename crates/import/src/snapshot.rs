@@ -167,21 +167,7 @@ fn parse_body(path: &Path, bytes: &[u8], config: StateConfig) -> Result<Body, Im
         ));
     }
     s.get(Reader::read_i64)?; // dbid
-    let mut sessions = Vec::new();
-    for _ in 0..s.count(12)? {
-        let id = s.get(Reader::read_i64)?;
-        sessions.push((id, s.get(Reader::read_i32)?));
-    }
-    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
-    for _ in 0..s.count(12)? {
-        let reference = s.get(Reader::read_i64)?;
-        let list = s.get(|r| r.read_vec(12, |r| warden_proto::Record::decode(r)))?;
-        acls.insert(reference, list);
-    }
-    let mut restore = read_nodes(&mut s, &acls, config)?;
-    for (id, timeout_ms) in sessions {
-        restore.add_session(id, timeout_ms);
-    }
+    let restore = read_tree(&mut s, config)?;
     s.seal()?;
     let mut digest = None;
     if !s.r.is_empty() {
@@ -223,6 +209,49 @@ fn parse_body(path: &Path, bytes: &[u8], config: StateConfig) -> Result<Body, Im
         digest,
         last_zxid,
     })
+}
+
+/// The snapshot a ZooKeeper leader dumps to a learner after SNAP (`ZKDatabase.serializeSnapshot`:
+/// sessions, ACLs and nodes, without header, seals or digest), as delimited by
+/// `warden_proto::quorum::SnapshotScan`; `zxid` is the SNAP packet's. `origin` names the
+/// leader in errors.
+pub fn parse_dump(
+    origin: &Path,
+    zxid: i64,
+    bytes: &[u8],
+    config: StateConfig,
+) -> Result<Restore, ImportError> {
+    let mut s = Stream {
+        bytes,
+        r: Reader::new(bytes),
+        path: origin,
+    };
+    let mut restore = read_tree(&mut s, config)?;
+    if !s.r.is_empty() {
+        return Err(s.damaged(s.at(), format!("{} bytes after the nodes", s.r.remaining())));
+    }
+    restore.set_zxid(zxid);
+    Ok(restore)
+}
+
+/// Sessions, the ACL table and the nodes (`SerializeUtils.serializeSnapshot`).
+fn read_tree(s: &mut Stream<'_>, config: StateConfig) -> Result<Restore, ImportError> {
+    let mut sessions = Vec::new();
+    for _ in 0..s.count(12)? {
+        let id = s.get(Reader::read_i64)?;
+        sessions.push((id, s.get(Reader::read_i32)?));
+    }
+    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
+    for _ in 0..s.count(12)? {
+        let reference = s.get(Reader::read_i64)?;
+        let list = s.get(|r| r.read_vec(12, |r| warden_proto::Record::decode(r)))?;
+        acls.insert(reference, list);
+    }
+    let mut restore = read_nodes(s, &acls, config)?;
+    for (id, timeout_ms) in sessions {
+        restore.add_session(id, timeout_ms);
+    }
+    Ok(restore)
 }
 
 /// The nodes, the root first, each after its parent.

@@ -151,8 +151,9 @@ fn damaged(path: &Path, offset: usize, what: String) -> ImportError {
     }
 }
 
-/// An entry's body: the header, the record of its type and the optional digest.
-fn decode(body: &[u8]) -> Result<(LoggedTxn, Option<u64>), String> {
+/// One transaction as ZooKeeper writes it in its log and sends it to learners (PROPOSAL,
+/// INFORM): TxnHeader, the record of its type, and the tree's digest after it if recorded.
+pub fn decode(body: &[u8]) -> Result<(LoggedTxn, Option<u64>), String> {
     let r = &mut Reader::new(body);
     let e = |e: DecodeError| e.to_string();
     let session_id = r.read_i64().map_err(e)?;

@@ -8,12 +8,15 @@
 //! - [`request`]: the handshake and every request body, one [`request::Request`] variant per
 //!   opcode (ZooKeeper 3.9 and ClickHouse Keeper's extensions).
 //! - [`response`]: the handshake answer and every reply body, multi results, notifications.
+//! - [`quorum`]: ZooKeeper's quorum packets and the observer's side of their handshake, for
+//!   following a ZooKeeper ensemble (docs/migration.md).
 //!
 //! Decoding any byte sequence yields a value or a [`jute::DecodeError`]: never a panic, and
 //! never an allocation larger than the input.
 
 pub mod frame;
 pub mod jute;
+pub mod quorum;
 pub mod request;
 pub mod response;
 pub mod types;

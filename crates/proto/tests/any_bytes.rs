@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use warden_proto::frame::split_frame;
+use warden_proto::quorum::{QuorumPacket, Scanned, SnapshotScan, packet_len};
 use warden_proto::request::{
     AddWatchRequest, AuthRequest, CheckStatRequest, CheckVersionRequest, CreateRequest,
     CreateTtlRequest, DeleteRequest, FilteredListRequest, FilteredListWithStatsAndDataRequest,
@@ -33,6 +34,24 @@ proptest! {
         let _ = Request::decode_frame(&bytes);
         for op in OpCode::ALL {
             let _ = Response::decode_frame(op, &bytes);
+        }
+    }
+
+    /// What a ZooKeeper leader sends an observer: a packet is found only where it is whole and
+    /// within bounds, and a snapshot dump ends within what was given, whatever the bytes.
+    #[test]
+    fn arbitrary_quorum_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(Some(len)) = packet_len(&bytes, 256) {
+            prop_assert!(len <= bytes.len());
+            let _ = QuorumPacket::decode(&bytes[..len]);
+        }
+        let _ = QuorumPacket::decode(&bytes);
+        let mut scan = SnapshotScan::new(1 << 20);
+        for end in [bytes.len() / 2, bytes.len()] {
+            if let Ok(Scanned::Complete { body, total }) = scan.scan(&bytes[..end]) {
+                prop_assert!(body <= total && total <= end);
+                break;
+            }
         }
     }
 

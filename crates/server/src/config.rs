@@ -68,6 +68,9 @@ pub struct Config {
     /// TLS between servers, and for the admin HTTP server when it serves HTTPS
     /// (docs/security.md).
     pub quorum_tls: crate::tls::QuorumTls,
+    /// Following a running ZooKeeper ensemble as its observer until promoted
+    /// (docs/migration.md, "Online migration").
+    pub migration: Migration,
     /// The zoo.cfg this server was started from, which it keeps up to date with the
     /// membership as ZooKeeper does (`zoo_cfg::dynamic`); none for Warden's TOML, which is
     /// never rewritten.
@@ -242,6 +245,92 @@ impl Auth {
         }
         if self.jaas_section.is_empty() {
             return Err(InvalidConfig("auth jaas_section is empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The ZooKeeper ensemble the leader follows as an observer, mirroring it, until promoted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Migration {
+    /// The quorum ports of the ensemble's servers (the first port of each `server.N` line),
+    /// `host:port,host:port`, tried in turn until the leader answers; empty: no following.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub follow: String,
+    /// This server's id in the ensemble's `server.N` lines (where it is `:observer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer_id: Option<u64>,
+    /// Longest wait for the ZooKeeper leader's next bytes (it pings every half tick) before
+    /// the connection is given up and made again.
+    pub packet_wait_ms: u32,
+    /// Largest packet data taken from the ZooKeeper leader (one transaction).
+    pub packet_bytes_max: u32,
+    /// Largest snapshot taken from the ZooKeeper leader after SNAP. It enters Warden's log as
+    /// one entry, so it must fit a peer frame (`cluster.peer_frame_bytes_max`).
+    pub snapshot_bytes_max: u32,
+}
+
+impl Default for Migration {
+    fn default() -> Self {
+        Migration {
+            follow: String::new(),
+            observer_id: None,
+            packet_wait_ms: 20_000,
+            packet_bytes_max: 8 << 20,
+            snapshot_bytes_max: 48 << 20,
+        }
+    }
+}
+
+/// Room in a peer frame beside a mirrored snapshot (the entry's other fields and framing).
+const MIGRATION_FRAME_OVERHEAD_BYTES: u32 = 1 << 20;
+
+impl Migration {
+    /// The ensemble's quorum addresses, in the order given.
+    pub fn addresses(&self) -> Vec<String> {
+        self.follow
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn validate(&self, peer_frame_bytes_max: u32) -> Result<(), InvalidConfig> {
+        let invalid = |message: String| Err(InvalidConfig(message));
+        let addresses = self.addresses();
+        if addresses.is_empty() {
+            return Ok(());
+        }
+        for a in &addresses {
+            let port = a.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
+            if !matches!(port, Some(Ok(p)) if p > 0) {
+                return invalid(format!(
+                    "migration follow: {a:?} is not host:port (a ZooKeeper server's quorum port)"
+                ));
+            }
+        }
+        if self.observer_id.is_none() {
+            return invalid(
+                "migration follow needs observer_id: this server's N in the ensemble's \
+                 server.N=...:observer line"
+                    .into(),
+            );
+        }
+        if self.packet_wait_ms == 0 || self.packet_bytes_max == 0 {
+            return invalid(
+                "migration packet_wait_ms and packet_bytes_max must be at least 1".into(),
+            );
+        }
+        if self.snapshot_bytes_max
+            > peer_frame_bytes_max.saturating_sub(MIGRATION_FRAME_OVERHEAD_BYTES)
+        {
+            return invalid(format!(
+                "migration snapshot_bytes_max = {} must leave 1 MiB of cluster \
+                 peer_frame_bytes_max = {peer_frame_bytes_max}: the snapshot is one log entry",
+                self.snapshot_bytes_max
+            ));
         }
         Ok(())
     }
@@ -543,6 +632,7 @@ impl Default for Config {
             auth: Auth::default(),
             tls: crate::tls::Tls::default(),
             quorum_tls: crate::tls::QuorumTls::default(),
+            migration: Migration::default(),
             zoo_cfg: None,
             source_text: None,
         }
@@ -710,6 +800,7 @@ impl Config {
                 store.store_type()?;
             }
         }
+        self.migration.validate(self.cluster.peer_frame_bytes_max)?;
         self.cluster.validate()
     }
 
@@ -1104,6 +1195,13 @@ mod tests {
                 reload_cert_files: true,
                 handshake_timeout_ms: 3000,
             },
+            migration: Migration {
+                follow: "zk1:2888,zk2:2888".into(),
+                observer_id: Some(9),
+                packet_wait_ms: 10_000,
+                packet_bytes_max: 1 << 20,
+                snapshot_bytes_max: 16 << 20,
+            },
             zoo_cfg: None,
             source_text: None,
         }
@@ -1294,6 +1392,19 @@ mod tests {
                 "snapshots_retained_count",
             ),
             ("[containers]\ncheck_interval_ms = 0", "check_interval_ms"),
+            (
+                "[migration]\nfollow = \"zk1:2888\"",
+                "migration follow needs observer_id",
+            ),
+            (
+                "[migration]\nfollow = \"zk1\"\nobserver_id = 4",
+                "\"zk1\" is not host:port",
+            ),
+            (
+                "[migration]\nfollow = \"zk1:2888\"\nobserver_id = 4\n\
+                 snapshot_bytes_max = 4000000000",
+                "snapshot_bytes_max",
+            ),
             (
                 "[auth]\nrequired_schemes = [\"sasl\"]",
                 "\"sasl\", which is not available",

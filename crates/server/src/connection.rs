@@ -389,7 +389,11 @@ impl Session {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(Closed::Throttled);
         }
-        if self.read_only {
+        // While mirroring a ZooKeeper ensemble, sessions are ZooKeeper's: a client moved
+        // over resumes its own; a new one is a read-only session of this server's, for a
+        // client that allows one (docs/migration.md).
+        let mirroring = self.ctx.replica().state().mirroring();
+        if self.read_only || (mirroring && request.session_id == 0) {
             return self.read_only_handshake(&request, timeout_ms);
         }
         // A client that has seen more than this server has applied: if the server only lags
@@ -657,6 +661,8 @@ impl Session {
                 });
             }
         };
+        // A server mirroring a ZooKeeper ensemble answers writes as a read-only one does.
+        let read_only = self.read_only || self.ctx.replica().state().mirroring();
         match request {
             Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
             Request::Sasl(sasl) => self.sasl(header.xid, &sasl.token),
@@ -669,16 +675,22 @@ impl Session {
                     schemes: self.ctx.config.auth.required_schemes.clone(),
                 })
             }
-            Request::CloseSession if self.read_only => {
+            Request::CloseSession
+                if read_only
+                    && self
+                        .ctx
+                        .replica()
+                        .state()
+                        .session(self.session_id)
+                        .is_none() =>
+            {
                 // A read-only session is this server's alone: closing it is closing the
-                // connection.
+                // connection. (A mirrored session is the ensemble's: ZooKeeper's read-only
+                // server refuses to close a global session, NotReadOnly, below.)
                 self.reply(header.xid, 0, ErrorCode::OK);
                 Err(Closed::ByServer)
             }
-            request
-                if self.read_only
-                    && (request.is_write() || matches!(request, Request::Sync(_))) =>
-            {
+            request if read_only && (request.is_write() || matches!(request, Request::Sync(_))) => {
                 self.local(
                     header.xid,
                     request,

@@ -29,6 +29,8 @@
 //!   commands, `/ready`, `/health`, the web console), drawn from the same facts.
 //! - [`stats`]: counters for the admin commands.
 //! - [`throttle`]: the rate at which sessions are let in.
+//! - [`observer`]: the leader following a running ZooKeeper ensemble as its observer,
+//!   mirroring it through the log until promoted (online migration).
 //! - [`embed`]: a server or a cluster of several inside a host program or a test, on free
 //!   ports and temporary data.
 
@@ -39,6 +41,7 @@ pub mod config;
 pub mod connection;
 pub mod consensus;
 pub mod embed;
+pub mod observer;
 pub mod outbound;
 pub mod replica;
 pub mod server;

@@ -11,7 +11,7 @@
 //! that cannot be mended closes the connection, so the client sees ConnectionLoss and never a
 //! reply out of order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,6 +24,7 @@ use warden_proto::{
     WatcherEvent, Writer, response,
 };
 use warden_state::quota::QuotaBreach;
+use warden_state::restore::LoggedOp;
 use warden_state::{State, TxnKind, WatchKind, WatchRegistry, acl};
 
 use crate::consensus::Proposal;
@@ -143,6 +144,9 @@ pub struct Replica {
     /// The term of the last entry applied: writes in flight to an earlier term are settled
     /// when it rises ([`crate::writes`]).
     applied_term: u64,
+    /// While mirroring a ZooKeeper ensemble: the sessions heard from since the last PING
+    /// reply to its leader (crate::observer), which keeps them alive there.
+    mirror_touched: HashSet<i64>,
 }
 
 /// ZooKeeper's `RateLogger` for quota breaches: a line is logged when it differs from the
@@ -264,6 +268,7 @@ impl Replica {
             ephemerals_per_session_max: usize::MAX,
             quota_log: QuotaLog::default(),
             applied_term: 0,
+            mirror_touched: HashSet::new(),
         }
     }
 
@@ -397,6 +402,17 @@ impl Replica {
         self.close_all(why);
         self.watches = WatchRegistry::default();
         self.attached.clear();
+        self.grant_full_timeouts(Instant::now());
+    }
+
+    /// The followed ensemble's tree replaced the state: as after installing a snapshot,
+    /// everything derived from the old one goes (a ZooKeeper observer that resynchronizes
+    /// drops its clients too).
+    fn mirror_reset(&mut self) {
+        self.close_all("this server (re)started mirroring a ZooKeeper ensemble");
+        self.watches = WatchRegistry::default();
+        self.attached.clear();
+        self.mirror_touched.clear();
         self.grant_full_timeouts(Instant::now());
     }
 
@@ -671,6 +687,7 @@ impl Replica {
         };
         client.session_id = session_id;
         client.timeout_ms = timeout_ms;
+        client.read_only = true;
         client.out.send(connect_frame(&ConnectResponse {
             protocol_version: 0,
             timeout_ms,
@@ -699,13 +716,31 @@ impl Replica {
     /// The client was heard from: its session's expiry moves back.
     pub fn touch(&mut self, session_id: i64, now: Instant) {
         self.sessions.touch(session_id, now);
+        self.mirror_touch(session_id);
     }
 
     /// Server `from` reported these sessions alive.
     pub fn touch_reported(&mut self, sessions: &[i64], from: u64, now: Instant) {
         for id in sessions {
             self.sessions.touch_reported(*id, from, now);
+            self.mirror_touch(*id);
         }
+    }
+
+    fn mirror_touch(&mut self, session_id: i64) {
+        if self.state.mirroring() && self.state.session(session_id).is_some() {
+            self.mirror_touched.insert(session_id);
+        }
+    }
+
+    /// The mirrored sessions heard from since the last call, with their timeouts: what a
+    /// ZooKeeper observer tells its leader in a PING reply (`Learner.ping`).
+    pub fn take_mirror_touches(&mut self) -> Vec<(i64, i32)> {
+        let touched: Vec<i64> = self.mirror_touched.drain().collect();
+        touched
+            .into_iter()
+            .filter_map(|id| self.state.session(id).map(|s| (id, s.timeout_ms)))
+            .collect()
     }
 
     /// Sessions this server's clients touched since the last report to the leader.
@@ -1093,6 +1128,22 @@ impl Replica {
                     "the state was replaced by a restored snapshot"
                 );
                 self.start_over("the state was replaced by a restored snapshot");
+            }
+            TxnKind::MirrorReset(_) => self.mirror_reset(),
+            TxnKind::Mirrored(m) => match &m.txn.op {
+                LoggedOp::CreateSession { timeout_ms } => {
+                    self.sessions.set(m.txn.session_id, *timeout_ms, now)
+                }
+                LoggedOp::CloseSession { .. } => self.session_closed(m.txn.session_id),
+                _ => {}
+            },
+            TxnKind::Promote => {
+                // From now on Warden expires sessions: each gets a full timeout first, as
+                // from a new leader.
+                self.mirror_touched.clear();
+                self.grant_full_timeouts(now);
+                // Read-only sessions taken while mirroring were this server's alone.
+                self.close_read_only();
             }
         }
         outcome.zxid

@@ -254,6 +254,11 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error(
+        "migration.follow is set, but this Warden already holds data of its own ({znodes} \
+         znodes, {sessions} sessions): a mirror of ZooKeeper starts from an empty data directory"
+    )]
+    NotEmptyToFollow { znodes: usize, sessions: usize },
 }
 
 /// What a start checks before it opens anything or listens anywhere, and what it read doing
@@ -482,6 +487,9 @@ impl Server {
                 "state recovered"
             );
         }
+        if !config.migration.addresses().is_empty() {
+            check_free_to_follow(&replica.lock().expect("replica lock poisoned"), &config)?;
+        }
         let stats = replica.lock().expect("replica lock poisoned").stats.clone();
         let admin_limiters = crate::admin::snapshots::Limiters::new(&config.admin);
         let ctx = Arc::new(Context {
@@ -518,6 +526,9 @@ impl Server {
             tokio::spawn(expire_sessions(ctx.clone())),
             tokio::spawn(clean_containers(ctx.clone())),
         ];
+        if !ctx.config.migration.addresses().is_empty() {
+            tasks.push(tokio::spawn(crate::observer::follow(ctx.clone())));
+        }
         if let Some(secure_listener) = secure_listener {
             tasks.push(tokio::spawn(accept_loop(
                 ctx.clone(),
@@ -717,6 +728,26 @@ async fn serve_client(ctx: &Arc<Context>, stream: TcpStream, peer: SocketAddr, p
             .expect("secure_peers lock poisoned")
             .remove(&peer);
     }
+}
+
+/// A server may start following ZooKeeper only with nothing of its own: its state is what a
+/// new server starts with (a mirror, or a promoted one, has gone on already).
+fn check_free_to_follow(replica: &Replica, config: &Config) -> Result<(), StartError> {
+    let state = replica.state();
+    if state.mirror_phase() != warden_state::mirror::MirrorPhase::Off {
+        return Ok(());
+    }
+    let new = State::new(StateConfig {
+        ttl_enabled: config.extended_types_enabled,
+    });
+    let sessions = state.sessions().count();
+    if state.tree().len() != new.tree().len() || sessions > 0 {
+        return Err(StartError::NotEmptyToFollow {
+            znodes: state.tree().len(),
+            sessions,
+        });
+    }
+    Ok(())
 }
 
 /// Proposes a transaction of the leader's own (no client waits for it).
@@ -955,8 +986,9 @@ async fn expire_sessions(ctx: Arc<Context>) {
     loop {
         tick.tick().await;
         // A leader without its quorum expires nothing: its sessions' clients may be talking to
-        // the other servers, and its closes could not commit anyway.
-        if !ctx.consensus.is_leader() || !ctx.serving() {
+        // the other servers, and its closes could not commit anyway. A mirror's sessions are
+        // the followed ensemble's to expire.
+        if !ctx.consensus.is_leader() || !ctx.serving() || ctx.replica().state().mirroring() {
             continue;
         }
         let expired = ctx.replica().take_expired(Instant::now());
@@ -986,7 +1018,8 @@ async fn clean_containers(ctx: Arc<Context>) {
     let mut deleted_in_window = 0u32;
     loop {
         tick.tick().await;
-        if !ctx.consensus.is_leader() {
+        // A mirror's containers and TTL nodes are the followed ensemble's to delete.
+        if !ctx.consensus.is_leader() || ctx.replica().state().mirroring() {
             continue;
         }
         let candidates = ctx

@@ -526,6 +526,12 @@ impl<'a> Reader<'a> {
             "readonlymode.enabled" => {
                 self.config.cluster.read_only_mode = self.boolean(p)?;
             }
+            // Warden's own (docs/migration.md): the ZooKeeper ensemble to follow, and this
+            // server's id in it.
+            "migration.follow" => self.config.migration.follow = p.value.clone(),
+            "migration.observerId" => {
+                self.config.migration.observer_id = Some(self.decoded_int(p, 1, i64::MAX)? as u64);
+            }
             "forceSync" => {
                 if p.value != "yes" {
                     self.unsupported(

@@ -12,12 +12,15 @@
 //! - [`read`]: reads and the watches they leave.
 //! - [`watch`]: the per-server watch registry and which events each change fires.
 //! - [`system`]: /zookeeper and ClickHouse Keeper's /keeper nodes.
+//! - [`mirror`]: a running ZooKeeper ensemble mirrored (its tree, its transactions) until
+//!   Warden is promoted.
 //! - [`restore`]: a state rebuilt from ZooKeeper's snapshot and transaction log, replayed as
 //!   ZooKeeper replays them.
 //! - [`snapshot`]: the whole state to a checksummed, compressed byte stream and back.
 //! - [`txn`]: transactions and their outcomes.
 
 pub mod acl;
+pub mod mirror;
 pub mod path;
 pub mod prepare;
 pub mod quota;

@@ -11,12 +11,17 @@
 //! Beside Warden's own digest, the tree's ZooKeeper digest (`DigestCalculator`: a wrapping
 //! sum over nodes of a CRC-32 of path, data and stat) is kept up to date on every change, so
 //! the digests ZooKeeper logged can be checked after every transaction.
+//!
+//! The same replay applies what Warden mirrors from a running ensemble it follows
+//! ([`State::apply`] of a [`crate::TxnKind::Mirrored`]): there it also reports the changes
+//! watchers may be told of, and keeps no ZooKeeper digest.
 
-use warden_proto::{Acl, ErrorCode};
+use warden_proto::{Acl, ErrorCode, EventType};
 
 use crate::path;
 use crate::state::{Session, State, StateConfig};
 use crate::tree::{DataTree, NodeId, NodeRef, NodeStat, ROOT};
+use crate::txn::Trigger;
 
 /// ZooKeeper's `ZooKeeperServer.superSecret`, mixed into every session password.
 const PASSWORD_SECRET: i64 = 0xB341_5C00;
@@ -91,6 +96,10 @@ pub enum RestoreError {
 pub struct Restore {
     state: State,
     zk_digest: u64,
+    /// Whether `zk_digest` is kept (a replay from files), or not (a live mirror).
+    digested: bool,
+    /// The changes watchers may be told of, when a live mirror collects them.
+    triggers: Option<Vec<Trigger>>,
 }
 
 impl Restore {
@@ -111,6 +120,8 @@ impl Restore {
         let mut restore = Restore {
             state,
             zk_digest: 0,
+            digested: true,
+            triggers: None,
         };
         restore.zk_digest = restore.zk_hash("/");
         restore
@@ -132,6 +143,22 @@ impl Restore {
                 .expect("system nodes make a tree");
         }
         restore
+    }
+
+    /// Replays on a live state (what a mirror applies): the changes are reported as watch
+    /// triggers, and no ZooKeeper digest is kept.
+    pub(crate) fn resume(state: State) -> Self {
+        Restore {
+            state,
+            zk_digest: 0,
+            digested: false,
+            triggers: Some(Vec::new()),
+        }
+    }
+
+    /// The state and the triggers collected since [`Restore::resume`].
+    pub(crate) fn into_parts(self) -> (State, Vec<Trigger>) {
+        (self.state, self.triggers.unwrap_or_default())
     }
 
     /// Adds a node read from a snapshot; its parent must already be there.
@@ -297,14 +324,27 @@ impl Restore {
                 err
             }
             LoggedOp::Delete { path } => self.delete(path, txn.zxid),
+            LoggedOp::SetData { path, .. }
+                if path == crate::system::CONFIG && self.triggers.is_some() =>
+            {
+                // A live mirror keeps Warden's own membership in /zookeeper/config (its
+                // leader makes the membership follow it), not the ensemble's reconfig.
+                ErrorCode::OK
+            }
             LoggedOp::SetData {
                 path,
                 data,
                 version,
-            } => self.change(path, |tree, p, id| {
-                tree.set_data(p, id, data.as_deref(), txn.zxid, txn.time_ms);
-                tree.set_version(p, id, *version);
-            }),
+            } => {
+                let err = self.change(path, |tree, p, id| {
+                    tree.set_data(p, id, data.as_deref(), txn.zxid, txn.time_ms);
+                    tree.set_version(p, id, *version);
+                });
+                if err.is_ok() {
+                    self.trigger(EventType::NodeDataChanged, path);
+                }
+                err
+            }
             LoggedOp::SetAcl { path, acl, version } => self.change(path, |tree, p, id| {
                 let stat = tree.node(id).stat();
                 tree.set_acl(p, id, acl);
@@ -380,7 +420,23 @@ impl Restore {
             .zk_digest
             .wrapping_add(self.zk_hash(parent_path))
             .wrapping_add(self.zk_hash(node_path));
+        self.trigger(EventType::NodeCreated, node_path);
+        self.trigger(EventType::NodeChildrenChanged, parent_path);
         ErrorCode::OK
+    }
+
+    /// Records a change at `node_path` (which exists) for watchers, when they are collected.
+    fn trigger(&mut self, event: EventType, node_path: &str) {
+        let Some(triggers) = self.triggers.as_mut() else {
+            return;
+        };
+        let tree = &self.state.tree;
+        let id = tree.lookup(node_path).expect("a changed node exists");
+        triggers.push(Trigger {
+            event,
+            path: node_path.to_owned(),
+            acl: tree.shared_acl(id),
+        });
     }
 
     /// `DataTree.setCversionPzxid`.
@@ -413,6 +469,19 @@ impl Restore {
             return ErrorCode::NOT_EMPTY;
         }
         let (parent_path, _) = path::split_parent(node_path).expect("a looked-up path");
+        if let Some(triggers) = self.triggers.as_mut() {
+            let parent = self.state.tree.node(id).parent().expect("not the root");
+            triggers.push(Trigger {
+                event: EventType::NodeDeleted,
+                path: node_path.to_owned(),
+                acl: self.state.tree.shared_acl(id),
+            });
+            triggers.push(Trigger {
+                event: EventType::NodeChildrenChanged,
+                path: parent_path.to_owned(),
+                acl: self.state.tree.shared_acl(parent),
+            });
+        }
         self.zk_digest = self
             .zk_digest
             .wrapping_sub(self.zk_hash(node_path))
@@ -440,6 +509,9 @@ impl Restore {
 
     /// The ZooKeeper digest of the node at `node_path`, which exists.
     fn zk_hash(&self, node_path: &str) -> u64 {
+        if !self.digested {
+            return 0;
+        }
         let node = self.state.tree.get(node_path).expect("hashed node exists");
         zookeeper_node_digest(node_path, node)
     }
@@ -468,6 +540,13 @@ pub fn zookeeper_node_digest(node_path: &str, node: NodeRef<'_>) -> u64 {
     }
     crc.update(&s.ephemeral_owner.to_be_bytes());
     u64::from(crc.finalize())
+}
+
+/// Whether `zxid` may come right after `previous` in ZooKeeper's history: the next in the
+/// same epoch, or the first of a later epoch (a new leader starts its epoch's counter over
+/// at 1).
+pub fn follows(previous: i64, zxid: i64) -> bool {
+    zxid == previous + 1 || ((zxid >> 32) > (previous >> 32) && zxid & 0xffff_ffff == 1)
 }
 
 /// The password ZooKeeper gave session `id` (`ZooKeeperServer.generatePasswd`: 16 bytes of

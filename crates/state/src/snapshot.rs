@@ -9,13 +9,16 @@ use thiserror::Error;
 use warden_proto::{Acl, Id};
 
 use crate::acl::{AclId, AclTable};
+use crate::mirror::MirrorPhase;
 use crate::state::{Session, State, StateConfig};
 use crate::tree::{DataTree, NodeId, NodeStat, ROOT};
 
 const MAGIC: &[u8; 8] = b"WARDSNAP";
-const FORMAT_VERSION: u32 = 2;
-/// Version 1 had no time of the last transaction; it is read as 0.
+const FORMAT_VERSION: u32 = 3;
+/// Version 1 had no time of the last transaction; it is read as 0. Versions 1 and 2 had no
+/// mirror phase: they never mirrored.
 const FORMAT_VERSION_V1: u32 = 1;
+const FORMAT_VERSION_V2: u32 = 2;
 const HEADER_BYTES: usize = 12;
 const TRAILER_BYTES: usize = 12;
 /// zstd level 3: most of the ratio at a small fraction of the time of higher levels.
@@ -75,7 +78,7 @@ pub fn read_zxid(mut r: impl io::Read) -> Result<i64, SnapshotError> {
         return Err(SnapshotError::BadMagic);
     }
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
+    if ![FORMAT_VERSION, FORMAT_VERSION_V2, FORMAT_VERSION_V1].contains(&version) {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let mut zxid = [0u8; 8];
@@ -103,7 +106,7 @@ pub fn verify(bytes: &[u8]) -> Result<(&[u8], u32), SnapshotError> {
         return Err(SnapshotError::Checksum { stored, computed });
     }
     let version = u32::from_le_bytes(covered[8..12].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
+    if ![FORMAT_VERSION, FORMAT_VERSION_V2, FORMAT_VERSION_V1].contains(&version) {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     Ok((covered, version))
@@ -120,6 +123,7 @@ fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
     put_i64(w, state.next_session_id)?;
     put_i64(w, state.time_ms)?;
     w.write_all(&[u8::from(state.config.ttl_enabled)])?;
+    w.write_all(&[state.mirror.to_byte()])?;
     put_u32(w, state.sessions.len() as u32)?;
     for (id, s) in &state.sessions {
         put_i64(w, *id)?;
@@ -239,6 +243,11 @@ fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotEr
     let config = StateConfig {
         ttl_enabled: r.u8()? != 0,
     };
+    let mirror = if version < FORMAT_VERSION {
+        MirrorPhase::Off
+    } else {
+        MirrorPhase::from_byte(r.u8()?).ok_or_else(|| corrupt("mirror phase"))?
+    };
     let mut sessions = std::collections::BTreeMap::new();
     for _ in 0..r.u32()? {
         let id = r.i64()?;
@@ -341,6 +350,7 @@ fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotEr
         zxid,
         next_session_id,
         time_ms,
+        mirror,
     })
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use warden_proto::{ErrorCode, EventType, OpCode, OpResult, Request, Response};
 
+use crate::mirror::MirrorPhase;
 use crate::prepare::{Caller, Change, View, prepare};
 use crate::tree::{DataTree, NodeKind, NodeStat};
 use crate::txn::{Outcome, Trigger, Txn, TxnKind};
@@ -41,6 +42,8 @@ pub struct State {
     /// The time of the last applied transaction: a transaction's time is never earlier, so
     /// ctime and mtime never go backwards in log order whatever the leaders' clocks did.
     pub(crate) time_ms: i64,
+    /// Whether the state mirrors a ZooKeeper ensemble (crate::mirror).
+    pub(crate) mirror: MirrorPhase,
 }
 
 impl State {
@@ -54,6 +57,7 @@ impl State {
             zxid: 0,
             next_session_id: 0,
             time_ms: 0,
+            mirror: MirrorPhase::Off,
         }
     }
 
@@ -82,6 +86,9 @@ impl State {
     /// Applies one committed transaction. Every transaction takes the next zxid, failed ones
     /// included, as in ZooKeeper.
     pub fn apply(&mut self, txn: &Txn) -> Outcome {
+        if let Some(out) = self.apply_mirror(txn) {
+            return out;
+        }
         self.zxid += 1;
         self.time_ms = self.time_ms.max(txn.time_ms);
         let time = self.time_ms;
@@ -96,6 +103,9 @@ impl State {
             TxnKind::Reconfigured { members } => self.reconfigured(members, time, &mut out),
             TxnKind::Refused { err } => out.err = *err,
             TxnKind::Restore { snapshot } => self.restore(snapshot, &mut out),
+            TxnKind::MirrorReset(_) | TxnKind::Mirrored(_) | TxnKind::Promote => {
+                unreachable!("apply_mirror takes every mirror entry")
+            }
             TxnKind::Request(_) if !self.sessions.contains_key(&txn.session_id) => {
                 out.err = ErrorCode::SESSION_EXPIRED;
             }
@@ -119,7 +129,7 @@ impl State {
 
     /// Writes the new membership into /zookeeper/config, as ZooKeeper's leader does when a
     /// reconfiguration commits; watchers of the node are told.
-    fn reconfigured(&mut self, members: &str, time: i64, out: &mut Outcome) {
+    pub(crate) fn reconfigured(&mut self, members: &str, time: i64, out: &mut Outcome) {
         let data = format!("{members}version={:x}", out.zxid).into_bytes();
         let change = Change::SetData {
             path: crate::system::CONFIG.to_owned(),
@@ -359,7 +369,8 @@ impl State {
             // (0x80) nor the TTL (0xff) marker of ephemeralOwner.
             self.next_session_id = (((time << 24) as u64 >> 8) as i64) | (1 << 56);
         }
-        // A restored session table may hold ids from another server's history.
+        // A restored session table may hold ids from another server's history, and mirrored
+        // sessions keep ZooKeeper's ids, which carry a time too: skip any in use.
         while self.sessions.contains_key(&self.next_session_id) {
             self.next_session_id += 1;
         }

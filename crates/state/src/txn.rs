@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use warden_proto::{Acl, ErrorCode, EventType, Id, Request, Response};
 
+use crate::mirror::{MirroredTxn, ZkTree};
 use crate::quota::QuotaBreach;
 
 /// One replicated transaction. Everything `apply` needs arrives inside it: the session, the
@@ -46,6 +47,13 @@ pub enum TxnKind {
     /// (/zookeeper/config), the zxid never goes back, and a session in both tables keeps its
     /// password, so its client can resume it.
     Restore { snapshot: Vec<u8> },
+    /// The tree of the ZooKeeper ensemble the leader follows replaces the state: mirroring
+    /// starts (crate::mirror).
+    MirrorReset(ZkTree),
+    /// A transaction the followed ensemble committed.
+    Mirrored(MirroredTxn),
+    /// Mirroring ends; Warden takes writes from ZooKeeper's next zxid on.
+    Promote,
 }
 
 /// A change a client may be watching: the event type, the path it happened at, and the ACL of

@@ -169,6 +169,74 @@ pub fn run_post(ctx: &Context, name: &str) -> Response {
     }
 }
 
+/// Warden's own command, beside ZooKeeper's table: a POST that ends the mirroring of a
+/// ZooKeeper ensemble (docs/migration.md).
+pub const PROMOTE: &str = "promote";
+
+/// `POST promote`: with the credentials of ZooKeeper's admin commands (`Authorization: digest
+/// user:password`, which must hold ALL on `/`, as ZooKeeper's `Commands.checkAuth` asks), on
+/// the leader, while the state mirrors: proposes the end of mirroring and answers once it is
+/// applied here, with the last zxid mirrored (Warden's next write takes the one after).
+pub async fn promote(ctx: &Context, authorization: Option<&str>) -> Response {
+    let Some(credential) = authorization.and_then(|a| a.trim().strip_prefix("digest ")) else {
+        return Response::error(
+            401,
+            PROMOTE,
+            "Auth info is missing for the command (Authorization: digest user:password)",
+        );
+    };
+    let ids = warden_state::acl::authenticate_digest(
+        credential.trim(),
+        ctx.config.super_digest.as_deref(),
+    );
+    {
+        let replica = ctx.replica();
+        let root = replica.state().tree().root();
+        if !warden_state::acl::permits(root.acl(), warden_proto::types::perms::ALL, &ids) {
+            return Response::error(403, PROMOTE, "Not authorized: no ALL permission on /");
+        }
+        if !replica.state().mirroring() {
+            return Response::error(409, PROMOTE, "this server mirrors no ZooKeeper ensemble");
+        }
+    }
+    if !ctx.consensus.is_leader() {
+        let leader = ctx
+            .consensus
+            .leader()
+            .map_or("none".into(), |l| l.to_string());
+        return Response::error(
+            503,
+            PROMOTE,
+            format!("this server does not lead; promote on the leader (server {leader})"),
+        );
+    }
+    let proposal = crate::consensus::Proposal {
+        origin: None,
+        txn: warden_state::Txn {
+            session_id: 0,
+            time_ms: 0,
+            auth: Vec::new(),
+            enforce_quota: false,
+            kind: warden_state::TxnKind::Promote,
+        },
+    };
+    if let Err(e) = ctx.consensus.propose_and_wait(proposal, None).await {
+        return Response::error(
+            503,
+            PROMOTE,
+            format!("the promotion was not committed: {e}"),
+        );
+    }
+    let zxid = ctx.replica().state().last_zxid();
+    tracing::info!(
+        zxid = format_args!("{zxid:#x}"),
+        "promoted: mirroring ended, Warden takes writes"
+    );
+    let mut o = Object::new();
+    o.put("last_zxid", format!("{zxid:#x}"));
+    Response::new(200, PROMOTE, o, None)
+}
+
 /// The fields of a command that answers; `Err` says why Warden cannot answer it.
 fn fields(ctx: &Context, primary: &str) -> Result<Object, String> {
     let mut o = Object::new();

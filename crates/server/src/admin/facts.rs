@@ -391,9 +391,12 @@ pub fn dirs(ctx: &Context) -> (u64, u64) {
 }
 
 /// `isro`, `is_read_only`: `Some(true)` read-only, `Some(false)` serving, `None` neither.
+/// A server mirroring a ZooKeeper ensemble is read-only: clients that look for a writable
+/// server (`isro`, as ZooKeeper's client does from a read-only session) look on.
+/// Takes the replica's lock: never call it while holding it.
 pub fn read_only(ctx: &Context) -> Option<bool> {
     if ctx.serving() {
-        Some(false)
+        Some(ctx.replica().state().mirroring())
     } else if ctx.read_only_mode() {
         Some(true)
     } else {

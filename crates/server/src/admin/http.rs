@@ -212,6 +212,9 @@ async fn command_post(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if name == commands::PROMOTE {
+        return json(commands::promote(&ctx, authorization(&headers)).await);
+    }
     match commands::find(&name).map(commands::Command::name) {
         Some("restore") => reply(snapshots::restore(&ctx, authorization(&headers), body).await),
         _ => json(commands::run_post(&ctx, &name)),

@@ -173,6 +173,14 @@ const ORDER: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
 /// Reads, checks and proposes the snapshot; the zxid after it was applied here, or the HTTP
 /// status and why.
 async fn replace_state(ctx: &Arc<Context>, body: axum::body::Body) -> Result<i64, (u16, String)> {
+    if ctx.replica().state().mirroring() {
+        // The mirror's tree is ZooKeeper's until the promotion: a restore would end the
+        // mirroring behind the observer's back.
+        return Err((
+            409,
+            "this server mirrors a ZooKeeper ensemble (docs/migration.md): promote it first".into(),
+        ));
+    }
     if !ctx.consensus.is_leader() {
         let leader = ctx
             .consensus

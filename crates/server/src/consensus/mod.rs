@@ -34,7 +34,7 @@ use openraft::{Instant as _, Raft, SnapshotPolicy};
 
 pub use network::{ClusterId, Identity};
 pub use rejoin::stored_cluster_id;
-pub use types::{Origin, Proposal};
+pub use types::{Origin, Proposal, mirrored_txn};
 
 use crate::cluster::wire::{FrameReader, FrameWriter, WireError};
 use crate::replica::Replica;

@@ -1,11 +1,15 @@
 //! openraft's type configuration for Warden and the log entry it replicates.
 
 use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use warden_proto::jute::{DecodeError, Reader, Record, Writer};
 use warden_proto::{ErrorCode, Id, Request};
-use warden_state::{Txn, TxnKind};
+use warden_state::mirror::{MirroredTxn, ZkTree};
+use warden_state::restore::Restore;
+use warden_state::{StateConfig, Txn, TxnKind};
 
 /// Where a proposal came from, so that the replica owning the connection can answer it.
 /// The key survives restarts: `incarnation` is drawn at random when the process starts, so an
@@ -43,6 +47,9 @@ impl fmt::Display for Proposal {
             TxnKind::Reconfigured { .. } => "reconfigured".to_owned(),
             TxnKind::Refused { err } => format!("refused {}", err.0),
             TxnKind::Restore { snapshot } => format!("restore of {} bytes", snapshot.len()),
+            TxnKind::MirrorReset(tree) => format!("mirror reset to zxid {:#x}", tree.zxid),
+            TxnKind::Mirrored(m) => format!("mirrored zxid {:#x}", m.txn.zxid),
+            TxnKind::Promote => "promote".to_owned(),
         };
         write!(f, "{kind} session {:#x}", self.txn.session_id)
     }
@@ -57,6 +64,9 @@ mod tag {
     pub const RECONFIGURED: u8 = 5;
     pub const REFUSED: u8 = 6;
     pub const RESTORE: u8 = 7;
+    pub const MIRROR_RESET: u8 = 8;
+    pub const MIRRORED: u8 = 9;
+    pub const PROMOTE: u8 = 10;
 }
 
 /// Version byte of the encoding below, first in every entry. Version 1 (one-node servers)
@@ -120,6 +130,18 @@ impl Proposal {
                 w.write_u8(tag::RESTORE);
                 w.write_bytes(snapshot);
             }
+            // ZooKeeper's own bytes: the snapshot dump its leader sent (empty for its empty
+            // tree) and each transaction as its leader sent it.
+            TxnKind::MirrorReset(tree) => {
+                w.write_u8(tag::MIRROR_RESET);
+                w.write_i64(tree.zxid);
+                w.write_bytes(&tree.wire);
+            }
+            TxnKind::Mirrored(m) => {
+                w.write_u8(tag::MIRRORED);
+                w.write_bytes(&m.wire);
+            }
+            TxnKind::Promote => w.write_u8(tag::PROMOTE),
         }
         w.into_bytes()
     }
@@ -180,6 +202,12 @@ impl Proposal {
             tag::RESTORE => TxnKind::Restore {
                 snapshot: Vec::<u8>::decode(&mut r)?,
             },
+            tag::MIRROR_RESET => {
+                let zxid = r.read_i64()?;
+                TxnKind::MirrorReset(zk_tree(zxid, Vec::<u8>::decode(&mut r)?)?)
+            }
+            tag::MIRRORED => TxnKind::Mirrored(mirrored_txn(Vec::<u8>::decode(&mut r)?)?),
+            tag::PROMOTE => TxnKind::Promote,
             other => {
                 return Err(DecodeError::InvalidValue {
                     field: "transaction kind",
@@ -199,6 +227,43 @@ impl Proposal {
             },
         })
     }
+}
+
+/// The tree a mirror starts from: ZooKeeper's empty tree (no bytes), or the snapshot dump its
+/// leader sent after SNAP at `zxid`. (The state's settings are the replica's own: the tree
+/// is taken into it.)
+pub fn zk_tree(zxid: i64, wire: Vec<u8>) -> Result<ZkTree, DecodeError> {
+    let config = StateConfig::default();
+    let restore = if wire.is_empty() {
+        let mut restore = Restore::empty(config);
+        restore.set_zxid(zxid);
+        restore
+    } else {
+        warden_import::snapshot::parse_dump(Path::new("ZooKeeper snapshot"), zxid, &wire, config)
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a mirrored ZooKeeper snapshot does not read");
+                DecodeError::InvalidValue {
+                    field: "mirrored ZooKeeper snapshot",
+                    value: wire.len() as i64,
+                }
+            })?
+    };
+    Ok(ZkTree::new(Arc::from(wire), restore))
+}
+
+/// One transaction as ZooKeeper's leader sent it (TxnHeader, record, digest).
+pub fn mirrored_txn(wire: Vec<u8>) -> Result<MirroredTxn, DecodeError> {
+    let (txn, _) = warden_import::txnlog::decode(&wire).map_err(|e| {
+        tracing::warn!(error = %e, "a mirrored ZooKeeper transaction does not read");
+        DecodeError::InvalidValue {
+            field: "mirrored ZooKeeper transaction",
+            value: wire.len() as i64,
+        }
+    })?;
+    Ok(MirroredTxn {
+        txn,
+        wire: Arc::from(wire),
+    })
 }
 
 impl Serialize for Proposal {
@@ -383,6 +448,35 @@ mod tests {
                 )),
             }),
         });
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::MirrorReset(
+                zk_tree(0x2_0000_0000, Vec::new()).unwrap(),
+            )),
+        });
+        // createSession as ZooKeeper's leader sends it: TxnHeader { clientId, cxid, zxid,
+        // time, type }, CreateSessionTxn { timeOut }.
+        let mut w = Writer::new();
+        w.write_i64(0x0100_0000_0000_0001);
+        w.write_i32(0);
+        w.write_i64(0x2_0000_0001);
+        w.write_i64(1_700_000_000_000);
+        w.write_i32(-10);
+        w.write_i32(30_000);
+        let mirrored = mirrored_txn(w.into_bytes()).unwrap();
+        assert_eq!(mirrored.txn.zxid, 0x2_0000_0001);
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::Mirrored(mirrored)),
+        });
+        roundtrip(Proposal {
+            origin: None,
+            txn: txn(TxnKind::Promote),
+        });
+        assert!(
+            mirrored_txn(vec![1, 2, 3]).is_err(),
+            "bad bytes are an error"
+        );
     }
 
     #[test]

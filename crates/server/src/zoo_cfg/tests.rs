@@ -366,6 +366,17 @@ fn four_letter_word_whitelist() {
 }
 
 #[test]
+fn the_ensemble_to_follow() {
+    let c = config("migration.follow=zk1:2888,zk2:2888\nmigration.observerId=4\n");
+    assert_eq!(c.migration.addresses(), ["zk1:2888", "zk2:2888"]);
+    assert_eq!(c.migration.observer_id, Some(4));
+    assert!(
+        load("migration.follow=zk1:2888\n").is_err(),
+        "an observer id is needed"
+    );
+}
+
+#[test]
 fn admin_and_metrics_endpoints() {
     let c = config("admin.enableServer=true\n");
     assert!(c.admin.enabled);

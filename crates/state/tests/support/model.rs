@@ -226,8 +226,11 @@ impl Model {
                 }
             }
             TxnKind::Refused { err } => (*err, Response::Empty),
-            TxnKind::Reconfigured { .. } => {
-                unreachable!("the generated sequences change no membership")
+            TxnKind::Reconfigured { .. }
+            | TxnKind::MirrorReset(_)
+            | TxnKind::Mirrored(_)
+            | TxnKind::Promote => {
+                unreachable!("the generated sequences change no membership and mirror nothing")
             }
             TxnKind::Restore { .. } => {
                 unreachable!("the generated sequences restore no snapshot")
