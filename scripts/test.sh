@@ -53,7 +53,7 @@ fi
 if (( compat || package || faults )); then
   echo "== build the server under test"
   cargo build --release --locked -p warden
-  export WARDEN_BIN="$PWD/target/release/warden"
+  export WARDEN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/warden"
 fi
 run_suite() {
   local out
