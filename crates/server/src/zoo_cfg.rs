@@ -179,6 +179,8 @@ struct Reader<'a> {
     admin_command_url: Option<String>,
     admin_idle_timeout_ms: Option<u32>,
     prometheus: bool,
+    /// `request_throttle_max_requests` when above 0 (ZooKeeper's RequestThrottler).
+    request_throttle_max: Option<u32>,
     metrics_host: Option<String>,
     metrics_port: Option<u16>,
     /// `enforce.auth.enabled`, `enforce.auth.schemes`, `sessionRequireClientSASLAuth`.
@@ -220,6 +222,7 @@ impl<'a> Reader<'a> {
             admin_command_url: None,
             admin_idle_timeout_ms: None,
             prometheus: false,
+            request_throttle_max: None,
             metrics_host: None,
             metrics_port: None,
             enforce_auth: None,
@@ -475,6 +478,29 @@ impl<'a> Reader<'a> {
                     max as u32
                 };
             }
+            "request_throttle_max_requests" => {
+                let max = self.decoded_int(p, i32::MIN.into(), i32::MAX.into())?;
+                self.request_throttle_max = u32::try_from(max).ok().filter(|m| *m > 0);
+            }
+            // The throttler's stall is a wake-up here: a connection waiting for room reads its
+            // next request as soon as one is answered. Requests of a closed connection that
+            // were not yet taken are never taken (its task is gone), as drop_stale asks.
+            "request_throttle_stall_time" => {
+                self.decoded_int(p, i32::MIN.into(), i32::MAX.into())?;
+            }
+            "request_throttle_drop_stale" => {
+                self.boolean(p)?;
+            }
+            "throttled_op_wait_time" => {
+                if self.decoded_int(p, i32::MIN.into(), i32::MAX.into())? > 0 {
+                    self.unsupported(
+                        p,
+                        "answering requests that waited too long with ThrottledOp: Warden \
+                         does not queue the requests it reads (it stops reading at \
+                         limits.outstanding_requests_max), so none waits to be throttled",
+                    );
+                }
+            }
             "globalOutstandingLimit" => {
                 self.config.limits.outstanding_requests_max =
                     self.decoded_int(p, 1, i32::MAX.into())? as u32;
@@ -610,6 +636,13 @@ impl<'a> Reader<'a> {
         self.resolve_four_letter_words();
         self.resolve_auth()?;
         self.resolve_tls()?;
+        // ZooKeeper's two server-wide bounds on requests in process (globalOutstandingLimit
+        // on reading, the RequestThrottler on processing) are one here: reading stops at the
+        // lower of them.
+        if let Some(max) = self.request_throttle_max {
+            let limits = &mut self.config.limits;
+            limits.outstanding_requests_max = limits.outstanding_requests_max.min(max);
+        }
         self.config.zoo_cfg = Some(ZooCfgFiles {
             path: self.path.to_path_buf(),
             dynamic_version: self.dynamic_version,
@@ -1125,7 +1158,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "outstandingHandshake.limit",
         "largeRequestMaxBytes",
         "largeRequestThreshold",
-        "throttledOpWaitTime",
         "jute.maxbuffer.extrasize",
     ];
     const PREFIXES: &[&str] = &[
@@ -1135,7 +1167,6 @@ fn is_zookeeper_tuning(name: &str) -> bool {
         "kerberos.",
         "leader.",
         "learner.",
-        "requestThrottle",
     ];
     NAMES.contains(&name) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }

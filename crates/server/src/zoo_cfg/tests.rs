@@ -796,6 +796,25 @@ fn the_connection_throttle_is_read_as_zookeeper_reads_it() {
 }
 
 #[test]
+fn the_request_throttler_bounds_requests_in_process_with_the_outstanding_limit() {
+    let c = config("globalOutstandingLimit=5000\nrequest_throttle_max_requests=800\n");
+    assert_eq!(c.limits.outstanding_requests_max, 800);
+    let c = config(
+        "request_throttle_max_requests=0\nzookeeper.request_throttle_stall_time=100\n\
+         request_throttle_drop_stale=true\nthrottled_op_wait_time=0\n",
+    );
+    assert_eq!(
+        c.limits.outstanding_requests_max,
+        crate::config::Limits::default().outstanding_requests_max
+    );
+    let found = warnings("throttled_op_wait_time=50\n");
+    assert!(
+        matches!(&found[..], [(3, _, WarningKind::Unsupported(_))]),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn sasl_settings_are_read_as_zookeeper_reads_them() {
     let c = config("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n");
     assert!(c.auth.sasl_scheme);
