@@ -31,12 +31,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use zookeeper_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo, Stat};
+use zookeeper_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
 
 use support::cluster::{Cluster, SUPER_CREDENTIAL, System};
 use support::servers::{
     free_port, install_zookeeper, spawn_logged, srvr, temp_dir, warden_command, zookeeper_command,
 };
+use support::tree;
 
 /// ZooKeeper snapshots after snapCount/2 to snapCount transactions (it rolls a random offset).
 const SNAP_COUNT: u32 = 40;
@@ -138,55 +139,6 @@ async fn connect(port: u16, auth: Option<&[u8]>, session: Option<SessionInfo>) -
     timed("connect", connector.connect(&address))
         .await
         .unwrap_or_else(|e| panic!("connect to {address}: {e:?}"))
-}
-
-fn show_stat(s: &Stat) -> String {
-    format!(
-        "czxid {:#x} mzxid {:#x} pzxid {:#x} ctime {} mtime {} version {} cversion {} aversion {} \
-         owner {:#x} dataLength {} numChildren {}",
-        s.czxid,
-        s.mzxid,
-        s.pzxid,
-        s.ctime,
-        s.mtime,
-        s.version,
-        s.cversion,
-        s.aversion,
-        s.ephemeral_owner,
-        s.data_length,
-        s.num_children
-    )
-}
-
-/// Every node, one line each: path, data, Stat, ACL (in stored order) and sorted children.
-async fn dump(client: &Client) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut queue = vec!["/".to_string()];
-    while let Some(path) = queue.pop() {
-        let (data, stat) = timed("getData", client.get_data(&path)).await.unwrap();
-        let (acl, _) = timed("getACL", client.get_acl(&path)).await.unwrap();
-        let mut children = timed("getChildren", client.list_children(&path))
-            .await
-            .unwrap();
-        children.sort();
-        let acl: Vec<String> = acl
-            .iter()
-            .map(|a| format!("{}:{}:{}", a.permission(), a.scheme(), a.id()))
-            .collect();
-        lines.push(format!(
-            "{path} data {data:?} {} acl {acl:?} children {children:?}",
-            show_stat(&stat)
-        ));
-        for child in children {
-            queue.push(if path == "/" {
-                format!("/{child}")
-            } else {
-                format!("{path}/{child}")
-            });
-        }
-    }
-    lines.sort();
-    lines
 }
 
 fn open_acl() -> zookeeper_client::CreateOptions<'static> {
@@ -413,7 +365,7 @@ async fn imports_what_a_real_zookeeper_wrote() {
         wait_serving(&mut zookeeper, zk_port, &zk_log);
         let sessions = workload(zk_port, phase, &mut rng).await;
         let reader = connect(zk_port, Some(SUPER_AUTH), None).await;
-        let served = dump(&reader).await;
+        let served = tree::dump(OP_TIMEOUT, &[], &reader).await;
         let zk_zxid = zxid(zk_port);
         assert!(zk_zxid > last_zk_zxid + OPS_PER_PHASE as i64 / 2);
         last_zk_zxid = zk_zxid;
@@ -466,7 +418,7 @@ async fn imports_what_a_real_zookeeper_wrote() {
         wait_serving(&mut warden, port, &log);
         assert_eq!(zxid(port), zk_zxid, "Warden goes on from ZooKeeper's zxid");
         let reader = connect(port, Some(SUPER_AUTH), None).await;
-        let imported = dump(&reader).await;
+        let imported = tree::dump(OP_TIMEOUT, &[], &reader).await;
         let differences: Vec<_> = served
             .iter()
             .zip(&imported)
@@ -526,7 +478,7 @@ async fn founds_a_cluster(zk_data: &Path, served: &[String]) {
         .collect();
     for member in &cluster.members {
         let reader = connect(member.client_port, Some(SUPER_CREDENTIAL), None).await;
-        let tree = dump(&reader).await;
+        let tree = tree::dump(OP_TIMEOUT, &[], &reader).await;
         let tree: Vec<&String> = tree
             .iter()
             .filter(|l| !l.starts_with("/zookeeper/config "))

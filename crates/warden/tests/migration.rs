@@ -25,7 +25,8 @@ use support::cluster::{Cluster, System};
 use support::servers::{
     free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir, zookeeper_command,
 };
-use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionInfo, Stat};
+use support::tree;
+use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionInfo};
 
 /// Every request's bound.
 const OP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -126,59 +127,6 @@ async fn connect(port: u16, session: Option<SessionInfo>, readonly: bool) -> Cli
     timed("connect", connector.connect(&address))
         .await
         .unwrap_or_else(|e| panic!("connect to {address}: {e:?}"))
-}
-
-fn show_stat(s: &Stat) -> String {
-    format!(
-        "czxid {:#x} mzxid {:#x} pzxid {:#x} ctime {} mtime {} version {} cversion {} aversion {} \
-         owner {:#x} dataLength {} numChildren {}",
-        s.czxid,
-        s.mzxid,
-        s.pzxid,
-        s.ctime,
-        s.mtime,
-        s.version,
-        s.cversion,
-        s.aversion,
-        s.ephemeral_owner,
-        s.data_length,
-        s.num_children
-    )
-}
-
-/// Every node but /zookeeper/config (each side's own membership), one line each: path,
-/// data, Stat, ACL and sorted children.
-async fn dump(client: &Client) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut queue = vec!["/".to_string()];
-    while let Some(path) = queue.pop() {
-        if path == "/zookeeper/config" {
-            continue;
-        }
-        let (data, stat) = timed("getData", client.get_data(&path)).await.unwrap();
-        let (acl, _) = timed("getACL", client.get_acl(&path)).await.unwrap();
-        let mut children = timed("getChildren", client.list_children(&path))
-            .await
-            .unwrap();
-        children.sort();
-        let acl: Vec<String> = acl
-            .iter()
-            .map(|a| format!("{}:{}:{}", a.permission(), a.scheme(), a.id()))
-            .collect();
-        lines.push(format!(
-            "{path} data {data:?} {} acl {acl:?} children {children:?}",
-            show_stat(&stat)
-        ));
-        for child in children {
-            queue.push(if path == "/" {
-                format!("/{child}")
-            } else {
-                format!("{path}/{child}")
-            });
-        }
-    }
-    lines.sort();
-    lines
 }
 
 fn persistent() -> zookeeper_client::CreateOptions<'static> {
@@ -380,8 +328,16 @@ async fn follows_a_running_zookeeper_then_takes_over() {
     assert_eq!(event.event_type, EventType::NodeDataChanged);
     timed("writes", write_while_following(&zk, 2)).await;
     let last = wait_mirrored(&mut warden, warden_port, zk_port);
-    let theirs = timed("dump ZooKeeper", dump(&zk)).await;
-    let ours = timed("dump Warden", dump(&reader)).await;
+    let theirs = timed(
+        "dump ZooKeeper",
+        tree::dump(OP_TIMEOUT, &["/zookeeper/config"], &zk),
+    )
+    .await;
+    let ours = timed(
+        "dump Warden",
+        tree::dump(OP_TIMEOUT, &["/zookeeper/config"], &reader),
+    )
+    .await;
     assert!(theirs.len() > 100, "{} nodes", theirs.len());
     for (t, o) in theirs.iter().zip(&ours) {
         assert_eq!(t, o, "ZooKeeper's node, then Warden's");
@@ -507,8 +463,16 @@ async fn follows_an_ensemble_across_a_change_of_leader() {
         "a new epoch: {before:#x} then {last:#x}"
     );
     let reader = connect(warden_port, None, true).await;
-    let theirs = timed("dump ZooKeeper", dump(&zk)).await;
-    let ours = timed("dump Warden", dump(&reader)).await;
+    let theirs = timed(
+        "dump ZooKeeper",
+        tree::dump(OP_TIMEOUT, &["/zookeeper/config"], &zk),
+    )
+    .await;
+    let ours = timed(
+        "dump Warden",
+        tree::dump(OP_TIMEOUT, &["/zookeeper/config"], &reader),
+    )
+    .await;
     for (t, o) in theirs.iter().zip(&ours) {
         assert_eq!(t, o, "ZooKeeper's node, then Warden's");
     }
@@ -561,10 +525,18 @@ fn wait_members_mirrored(cluster: &mut Cluster, members: &[usize], zk_port: u16)
 
 /// Every member in `members` serves ZooKeeper's tree, node by node.
 async fn assert_members_mirror(zk: &Client, cluster: &Cluster, members: &[usize]) {
-    let theirs = timed("dump ZooKeeper", dump(zk)).await;
+    let theirs = timed(
+        "dump ZooKeeper",
+        tree::dump(OP_TIMEOUT, &["/zookeeper/config"], zk),
+    )
+    .await;
     for &i in members {
         let reader = connect(cluster.members[i].client_port, None, true).await;
-        let ours = timed("dump Warden", dump(&reader)).await;
+        let ours = timed(
+            "dump Warden",
+            tree::dump(OP_TIMEOUT, &["/zookeeper/config"], &reader),
+        )
+        .await;
         for (t, o) in theirs.iter().zip(&ours) {
             assert_eq!(t, o, "ZooKeeper's node, then Warden member {i}'s");
         }

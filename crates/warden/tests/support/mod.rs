@@ -7,4 +7,5 @@ pub mod http;
 pub mod pki;
 pub mod proxy;
 pub mod servers;
+pub mod tree;
 pub mod warden;
