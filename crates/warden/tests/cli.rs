@@ -418,6 +418,83 @@ fn keeper_client_helpers_and_four_letter_words() {
     ok(&named, "rw\n");
 }
 
+/// keeper-client's `cpr` and `mvr`: a subtree copied or moved in one multi, data and ACLs kept;
+/// refused, with nothing written, when the destination exists or the subtree is too big.
+#[test]
+fn cpr_and_mvr_copy_and_move_subtrees() {
+    let server = Warden::start("");
+    let setup = "create /src root\ncreate /src/a a\ncreate /src/a/deep d\n\
+                 create /src/b b world:anyone:r\ncreate /taken\n";
+    assert_eq!(script(&server, setup).code, 0);
+    ok(&cli(&server, "cpr /src /copy"), "");
+    ok(
+        &cli(&server, "ls -R /copy"),
+        "/copy\n/copy/a\n/copy/b\n/copy/a/deep\n",
+    );
+    ok(&cli(&server, "get /copy/a/deep"), "d\n");
+    ok(&cli(&server, "getAcl /copy/b"), "'world,'anyone\n: r\n");
+    ok(&cli(&server, "get /src"), "root\n");
+
+    fails(
+        &cli(&server, "cpr /src /taken"),
+        "Node already exists: /taken\n",
+    );
+    fails(
+        &cli(&server, "cpr /src /src/inner"),
+        "Cannot copy /src into its own subtree: /src/inner\n",
+    );
+    fails(
+        &cli(&server, "cpr /none /x"),
+        "Node does not exist: /none\n",
+    );
+    fails(
+        &cli(&server, "mvr /src /no/parent"),
+        "Node does not exist: /no/parent\n",
+    );
+    ok(
+        &cli(&server, "ls /"),
+        "[copy, keeper, src, taken, zookeeper]\n",
+    );
+
+    ok(&cli(&server, "mvr /src /moved"), "");
+    fails(&cli(&server, "stat /src"), "Node does not exist: /src\n");
+    ok(
+        &cli(&server, "ls -R /moved"),
+        "/moved\n/moved/a\n/moved/b\n/moved/a/deep\n",
+    );
+    ok(&cli(&server, "get /moved/a"), "a\n");
+
+    // Bounded: 1,001 nodes are refused before anything is written.
+    let mut lines = String::from("create /wide\n");
+    for i in 0..1000 {
+        lines += &format!("create /wide/n{i}\n");
+    }
+    assert_eq!(script(&server, &lines).code, 0);
+    fails(
+        &cli(&server, "cpr /wide /wide2"),
+        "/wide has more than 1000 nodes: too many to copy in one multi\n",
+    );
+    // And by bytes: two nodes of 600,000 bytes each.
+    let big = "x".repeat(600_000);
+    assert_eq!(
+        script(
+            &server,
+            &format!("create /big\ncreate /big/one {big}\ncreate /big/two {big}\n")
+        )
+        .code,
+        0
+    );
+    fails(
+        &cli(&server, "mvr /big /big2"),
+        "/big's subtree needs a multi of more than 1000000 bytes: too big to copy in one (the \
+         server's jute.maxbuffer is 1 MiB by default)\n",
+    );
+    ok(
+        &cli(&server, "ls /"),
+        "[big, copy, keeper, moved, taken, wide, zookeeper]\n",
+    );
+}
+
 /// keeper-client's `--secure` and PEM files against a server with a secure client port (zoo.cfg
 /// as in tests/tls.rs): the client certificate becomes the session's x509 identity.
 #[test]

@@ -6,7 +6,7 @@
 //! - `shell`: the session, the watches it set, the numbered history; one line's run.
 //! - `znode`: zkCli's commands on znodes, ACLs, sessions and the ensemble.
 //! - `quota`: setquota/listquota/delquota, client-side as in zkCli.
-//! - `operator`: keeper-client's find_super_nodes, find_big_family, cp, mv, touch, flwc.
+//! - `operator`: keeper-client's find_super_nodes, find_big_family, cp, mv, cpr, mvr, touch, flwc.
 //! - `output`: zkCli's texts: Stat, ACLs, errors, watch events, the prompt's state.
 //! - `complete`: tab completion of command names and znode paths.
 //!

@@ -549,8 +549,18 @@ async fn run_request(client: &zk::Client, command: Command) -> (Reply, Option<Ke
             operator::find_super_nodes(client, threshold, &path).await
         }
         Command::FindBigFamily { path, n } => operator::find_big_family(client, &path, n).await,
-        Command::Copy { from, to } => operator::copy(client, &from, &to).await,
-        Command::Move { from, to } => operator::move_node(client, &from, &to).await,
+        Command::Copy {
+            from,
+            to,
+            recursive: false,
+        } => operator::copy(client, &from, &to).await,
+        Command::Move {
+            from,
+            to,
+            recursive: false,
+        } => operator::move_node(client, &from, &to).await,
+        Command::Copy { from, to, .. } => operator::transfer_tree(client, &from, &to, false).await,
+        Command::Move { from, to, .. } => operator::transfer_tree(client, &from, &to, true).await,
         Command::Touch { path } => operator::touch(client, &path).await,
         other => unreachable!("handled by the shell itself: {other:?}"),
     };
