@@ -14,7 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, System};
-use support::servers::{install_zookeeper, repo_root};
+use support::pki::Pki;
+use support::servers::{free_port, install_zookeeper, repo_root};
 use support::warden::Warden;
 
 /// How long one `warden cli` (or zkCli) run may take.
@@ -415,6 +416,201 @@ fn keeper_client_helpers_and_four_letter_words() {
     assert!(srvr.stdout.contains("Mode: standalone"), "{}", srvr.stdout);
     let named = cli(&server, &format!("flwc isro {}", server.connect_string()));
     ok(&named, "rw\n");
+}
+
+/// keeper-client's `cpr` and `mvr`: a subtree copied or moved in one multi, data and ACLs kept;
+/// refused, with nothing written, when the destination exists or the subtree is too big.
+#[test]
+fn cpr_and_mvr_copy_and_move_subtrees() {
+    let server = Warden::start("");
+    let setup = "create /src root\ncreate /src/a a\ncreate /src/a/deep d\n\
+                 create /src/b b world:anyone:r\ncreate /taken\n";
+    assert_eq!(script(&server, setup).code, 0);
+    ok(&cli(&server, "cpr /src /copy"), "");
+    ok(
+        &cli(&server, "ls -R /copy"),
+        "/copy\n/copy/a\n/copy/b\n/copy/a/deep\n",
+    );
+    ok(&cli(&server, "get /copy/a/deep"), "d\n");
+    ok(&cli(&server, "getAcl /copy/b"), "'world,'anyone\n: r\n");
+    ok(&cli(&server, "get /src"), "root\n");
+
+    fails(
+        &cli(&server, "cpr /src /taken"),
+        "Node already exists: /taken\n",
+    );
+    fails(
+        &cli(&server, "cpr /src /src/inner"),
+        "Cannot copy /src into its own subtree: /src/inner\n",
+    );
+    fails(
+        &cli(&server, "cpr /none /x"),
+        "Node does not exist: /none\n",
+    );
+    fails(
+        &cli(&server, "mvr /src /no/parent"),
+        "Node does not exist: /no/parent\n",
+    );
+    ok(
+        &cli(&server, "ls /"),
+        "[copy, keeper, src, taken, zookeeper]\n",
+    );
+
+    ok(&cli(&server, "mvr /src /moved"), "");
+    fails(&cli(&server, "stat /src"), "Node does not exist: /src\n");
+    ok(
+        &cli(&server, "ls -R /moved"),
+        "/moved\n/moved/a\n/moved/b\n/moved/a/deep\n",
+    );
+    ok(&cli(&server, "get /moved/a"), "a\n");
+
+    // Bounded: 1,001 nodes are refused before anything is written.
+    let mut lines = String::from("create /wide\n");
+    for i in 0..1000 {
+        lines += &format!("create /wide/n{i}\n");
+    }
+    assert_eq!(script(&server, &lines).code, 0);
+    fails(
+        &cli(&server, "cpr /wide /wide2"),
+        "/wide has more than 1000 nodes: too many to copy in one multi\n",
+    );
+    // And by bytes: two nodes of 600,000 bytes each.
+    let big = "x".repeat(600_000);
+    assert_eq!(
+        script(
+            &server,
+            &format!("create /big\ncreate /big/one {big}\ncreate /big/two {big}\n")
+        )
+        .code,
+        0
+    );
+    fails(
+        &cli(&server, "mvr /big /big2"),
+        "/big's subtree needs a multi of more than 1000000 bytes: too big to copy in one (the \
+         server's jute.maxbuffer is 1 MiB by default)\n",
+    );
+    ok(
+        &cli(&server, "ls /"),
+        "[big, copy, keeper, moved, taken, wide, zookeeper]\n",
+    );
+}
+
+/// keeper-client's `--secure` and PEM files against a server with a secure client port (zoo.cfg
+/// as in tests/tls.rs): the client certificate becomes the session's x509 identity.
+#[test]
+fn tls_with_keeper_client_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::empty(dir.path());
+    pki.ca("ca", "Test CA");
+    pki.ca("other-ca", "Other CA");
+    fs::write(
+        dir.path().join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("client.ext"),
+        "extendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    pki.leaf("server", "ca", "/CN=localhost", Some("server.ext"), "30");
+    pki.leaf(
+        "client",
+        "ca",
+        "/O=Warden/CN=client",
+        Some("client.ext"),
+        "30",
+    );
+    let secure = free_port();
+    let server = Warden::start(&format!(
+        "secureClientPort={secure}\nsecureClientPortAddress=127.0.0.1\n\
+         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         ssl.keyStore.location={}\nssl.trustStore.location={}\n\
+         authProvider.1=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n",
+        pki.path("server-bundle.pem").display(),
+        pki.path("ca.pem").display(),
+    ));
+    let home = tempfile::tempdir().unwrap();
+    let tls_cli = |options: &[&str], args: &str| {
+        let mut command = warden_cli(home.path());
+        command
+            .args([
+                "-server",
+                &format!("127.0.0.1:{secure}"),
+                "-timeout",
+                "3000",
+            ])
+            .args(options)
+            .args(args.split_whitespace());
+        run(command, "")
+    };
+    let (ca, other_ca) = (pki.path("ca.pem"), pki.path("other-ca.pem"));
+    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
+    let (ca, other_ca, cert, key) = (
+        ca.to_str().unwrap(),
+        other_ca.to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+    );
+    let mutual = [
+        "--secure",
+        "--tls-ca-file",
+        ca,
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+    ];
+    let whoami = tls_cli(&mutual, "whoami");
+    ok(&whoami, &whoami.stdout);
+    assert!(
+        whoami.stdout.contains("x509: CN=client,O=Warden\n"),
+        "{}",
+        whoami.stdout
+    );
+    ok(&tls_cli(&mutual, "create /t x"), "Created /t\n");
+    // `-s` is the short form; without a client certificate the server (ssl.clientAuth=need, its
+    // default) refuses, and the message says where to look.
+    fails(
+        &tls_cli(&["-s", "--tls-ca-file", ca], "ls /"),
+        &format!(
+            "Unable to connect to 127.0.0.1:{secure}: no session within 3000 ms (over TLS: is \
+             the port a secure one, --tls-ca-file the CA of the server's certificate, a client \
+             certificate needed?)\n"
+        ),
+    );
+    fails(
+        &tls_cli(&["--secure"], "ls /"),
+        "--secure needs --tls-ca-file FILE, the CA (PEM) of the server's certificate: the \
+         system's trust store is not read\n",
+    );
+    let missing = dir.path().join("missing.pem");
+    let missing = tls_cli(&["-s", "--tls-ca-file", missing.to_str().unwrap()], "ls /");
+    assert!(
+        missing.code == 1
+            && missing.stderr.starts_with("--tls-ca-file ")
+            && missing.stdout.is_empty(),
+        "{}",
+        missing.stderr
+    );
+    fails(
+        &tls_cli(
+            &["-s", "--tls-ca-file", ca, "--tls-cert-file", cert],
+            "ls /",
+        ),
+        "--tls-cert-file and --tls-key-file go together\n",
+    );
+    // A CA that did not sign the server's certificate: refused, said so after the timeout.
+    fails(
+        &tls_cli(&["-s", "--tls-ca-file", other_ca], "ls /"),
+        &format!(
+            "Unable to connect to 127.0.0.1:{secure}: no session within 3000 ms (over TLS: is \
+             the port a secure one, --tls-ca-file the CA of the server's certificate, a client \
+             certificate needed?)\n"
+        ),
+    );
+    // The plain port still answers plain clients.
+    ok(&cli(&server, "get /t"), "x\n");
 }
 
 /// `config` and `reconfig` against a 3-server Warden ensemble.

@@ -16,6 +16,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "cp",
         "source destination # copy one node (data and ACL) in one multi",
     ),
+    (
+        "cpr",
+        "source destination # copy a subtree (data and ACLs, at most 1000 nodes) in one multi",
+    ),
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
     ("deleteall", "path [-b batch size]"),
@@ -43,6 +47,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "mv",
         "source destination # move one childless node in one multi",
+    ),
+    (
+        "mvr",
+        "source destination # move a subtree (at most 1000 nodes) in one multi",
     ),
     ("printwatches", "on|off"),
     ("quit", ""),
@@ -201,13 +209,17 @@ pub enum Command {
         path: String,
         n: usize,
     },
+    /// `cp`, or `cpr` (the whole subtree) with `recursive`.
     Copy {
         from: String,
         to: String,
+        recursive: bool,
     },
+    /// `mv`, or `mvr` (the whole subtree) with `recursive`.
     Move {
         from: String,
         to: String,
+        recursive: bool,
     },
     Touch {
         path: String,
@@ -557,13 +569,21 @@ pub fn parse(words: &[String]) -> Result<Option<Command>, ParseError> {
             }
             Command::FindBigFamily { path, n }
         }
-        "cp" => {
+        "cp" | "cpr" => {
             let [from, to] = two(rest).ok_or_else(usage)?;
-            Command::Copy { from, to }
+            Command::Copy {
+                from,
+                to,
+                recursive: name == "cpr",
+            }
         }
-        "mv" => {
+        "mv" | "mvr" => {
             let [from, to] = two(rest).ok_or_else(usage)?;
-            Command::Move { from, to }
+            Command::Move {
+                from,
+                to,
+                recursive: name == "mvr",
+            }
         }
         "touch" => Command::Touch {
             path: exactly_one(rest, usage)?,

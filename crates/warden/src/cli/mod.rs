@@ -6,7 +6,7 @@
 //! - `shell`: the session, the watches it set, the numbered history; one line's run.
 //! - `znode`: zkCli's commands on znodes, ACLs, sessions and the ensemble.
 //! - `quota`: setquota/listquota/delquota, client-side as in zkCli.
-//! - `operator`: keeper-client's find_super_nodes, find_big_family, cp, mv, touch, flwc.
+//! - `operator`: keeper-client's find_super_nodes, find_big_family, cp, mv, cpr, mvr, touch, flwc.
 //! - `output`: zkCli's texts: Stat, ACLs, errors, watch events, the prompt's state.
 //! - `complete`: tab completion of command names and znode paths.
 //!
@@ -31,7 +31,7 @@ use std::time::Duration;
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 
-use shell::{EventPrinter, Flow, Options, Shell};
+use shell::{EventPrinter, Flow, Options, Shell, TlsFiles};
 
 /// zkCli's defaults.
 const SERVER_DEFAULT: &str = "localhost:2181";
@@ -46,7 +46,8 @@ const HISTORY_LINES_MAX: usize = 1000;
 pub struct CliArgs {
     /// zkCli's options, then an optional command to run:
     /// -server host:port[,host:port...][/chroot] (default localhost:2181), -timeout ms (session
-    /// timeout, default 30000), -r (read-only servers allowed); `help` lists the commands.
+    /// timeout, default 30000), -r (read-only servers allowed); keeper-client's -s/--secure (TLS)
+    /// with --tls-ca-file, --tls-cert-file, --tls-key-file (PEM); `help` lists the commands.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -61,7 +62,9 @@ fn parse_options(args: &[String]) -> Result<(Options, Vec<String>), String> {
         server: SERVER_DEFAULT.to_owned(),
         timeout: Duration::from_millis(TIMEOUT_MS_DEFAULT),
         read_only: false,
+        tls: None,
     };
+    let (mut secure, mut files) = (false, TlsFiles::default());
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -79,15 +82,34 @@ fn parse_options(args: &[String]) -> Result<(Options, Vec<String>), String> {
                 options.timeout = Duration::from_millis(ms);
             }
             "-r" => options.read_only = true,
+            "-s" | "--secure" => secure = true,
+            "--tls-ca-file" => files.ca = Some(value()?.into()),
+            "--tls-cert-file" => files.cert = Some(value()?.into()),
+            "--tls-key-file" => files.key = Some(value()?.into()),
             "-h" | "-help" | "--help" => return Ok((options, vec!["help".to_owned()])),
             other if other.starts_with('-') => return Err(format!("unknown option {other}")),
             _ => {
                 let words = std::iter::once(arg.clone()).chain(args.cloned()).collect();
-                return Ok((options, words));
+                return Ok((with_tls(options, secure, files)?, words));
             }
         }
     }
-    Ok((options, Vec::new()))
+    Ok((with_tls(options, secure, files)?, Vec::new()))
+}
+
+/// The TLS files mean something only with `--secure`; a file given without it is a mistake.
+fn with_tls(mut options: Options, secure: bool, files: TlsFiles) -> Result<Options, String> {
+    let given = files.ca.is_some() || files.cert.is_some() || files.key.is_some();
+    if given && !secure {
+        return Err("--tls-ca-file, --tls-cert-file and --tls-key-file need -s/--secure".into());
+    }
+    if secure {
+        // zookeeper-client builds its rustls config with the process's default provider; two
+        // are compiled in (ring, aws-lc-rs), so one is named: ring, as the server uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        options.tls = Some(files);
+    }
+    Ok(options)
 }
 
 pub fn run(args: CliArgs) -> ExitCode {
@@ -252,5 +274,26 @@ mod tests {
             ("localhost:2181", 0)
         );
         assert!(parse_options(&words("-server")).is_err());
+    }
+
+    #[test]
+    fn keeper_client_tls_options() {
+        let (options, command) = parse_options(&words(
+            "-s --tls-ca-file ca.pem --tls-cert-file c.pem --tls-key-file c.key whoami",
+        ))
+        .unwrap();
+        let tls = options.tls.expect("secure");
+        assert_eq!(
+            (tls.ca, tls.cert, tls.key),
+            (
+                Some("ca.pem".into()),
+                Some("c.pem".into()),
+                Some("c.key".into())
+            )
+        );
+        assert_eq!(command, words("whoami"));
+        assert!(parse_options(&words("--secure")).unwrap().0.tls.is_some());
+        assert!(parse_options(&[]).unwrap().0.tls.is_none());
+        assert!(parse_options(&words("--tls-ca-file ca.pem ls /")).is_err());
     }
 }

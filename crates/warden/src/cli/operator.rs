@@ -1,5 +1,5 @@
 //! ClickHouse keeper-client's operator helpers, which zkCli lacks: the nodes with the most
-//! children, copying and moving a node in one multi, `touch`, and four-letter words.
+//! children, copying and moving a node or a subtree in one multi, `touch`, and four-letter words.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -16,6 +16,10 @@ use super::znode::{Reply, check_path, child_path, multi_error};
 const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest four-letter answer read (a `cons` or `wchc` of a big server is long).
 const FOUR_LETTER_ANSWER_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// The most nodes `cpr`/`mvr` copy: one multi holds them all.
+const TREE_NODES_MAX: usize = 1000;
+/// The largest multi `cpr`/`mvr` send, below the server's jute.maxbuffer (1 MiB by default).
+const TREE_REQUEST_BYTES_MAX: usize = 1_000_000;
 
 /// Every node of the subtree with its Stat, parents first.
 async fn walk(client: &zk::Client, root: &str) -> Result<Vec<(String, zk::Stat)>, String> {
@@ -118,6 +122,105 @@ async fn transfer(client: &zk::Client, from: &str, to: &str, delete_source: bool
         .commit()
         .await
         .map_err(|e| multi_error(e, |i| paths[i]))?;
+    Ok(String::new())
+}
+
+/// One node of a subtree `cpr`/`mvr` copies.
+struct TreeNode {
+    path: String,
+    data: Vec<u8>,
+    acls: Vec<zk::Acl>,
+    version: i32,
+}
+
+/// Every node of the subtree with its data, ACL and version, parents first; refused beyond
+/// [`TREE_NODES_MAX`] nodes or [`TREE_REQUEST_BYTES_MAX`] bytes, before anything is written.
+async fn read_tree(client: &zk::Client, root: &str) -> Result<Vec<TreeNode>, String> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    let mut stack = vec![root.to_owned()];
+    while let Some(path) = stack.pop() {
+        let read = async {
+            let (data, stat) = client.get_data(&path).await?;
+            let (acls, _) = client.get_acl(&path).await?;
+            let children = client.list_children(&path).await?;
+            Ok::<_, zk::Error>((data, stat, acls, children))
+        };
+        let (data, stat, acls, mut children) = match read.await {
+            Ok(found) => found,
+            // Deleted while we read: not part of the subtree any more.
+            Err(zk::Error::NoNode) if path != root => continue,
+            Err(error) => return Err(output::error(&error, &path)),
+        };
+        if out.len() == TREE_NODES_MAX {
+            return Err(format!(
+                "{root} has more than {TREE_NODES_MAX} nodes: too many to copy in one multi"
+            ));
+        }
+        // Each node is written twice (check or delete, and create): its path twice, its
+        // data and ACL once, and an operation header each.
+        bytes += 2 * path.len()
+            + data.len()
+            + acls.iter().map(|a| a.id().len() + 16).sum::<usize>()
+            + 64;
+        if bytes > TREE_REQUEST_BYTES_MAX {
+            return Err(format!(
+                "{root}'s subtree needs a multi of more than {TREE_REQUEST_BYTES_MAX} bytes: too \
+                 big to copy in one (the server's jute.maxbuffer is 1 MiB by default)"
+            ));
+        }
+        children.sort();
+        stack.extend(children.iter().rev().map(|c| child_path(&path, c)));
+        out.push(TreeNode {
+            path,
+            data,
+            acls,
+            version: stat.version,
+        });
+    }
+    Ok(out)
+}
+
+/// keeper-client's `cpr` and `mvr`: the subtree of `from` copied under the new name `to` (data
+/// and ACLs, as persistent nodes) in one multi that also checks every source node's version
+/// (`cpr`) or deletes it with its version, children first (`mvr`): all or nothing, and the copy is
+/// of one version of each node. A destination that exists fails the multi (`Node already exists`).
+pub async fn transfer_tree(
+    client: &zk::Client,
+    from: &str,
+    to: &str,
+    delete_source: bool,
+) -> Reply {
+    check_path(from)?;
+    check_path(to)?;
+    if from == "/" || to == from || to.starts_with(&format!("{from}/")) {
+        return Err(format!("Cannot copy {from} into its own subtree: {to}"));
+    }
+    let nodes = read_tree(client, from).await?;
+    let destination = |node: &TreeNode| format!("{to}{}", &node.path[from.len()..]);
+    let mut multi = client.new_multi_writer();
+    let mut paths = Vec::with_capacity(2 * nodes.len());
+    for node in &nodes {
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&node.acls));
+        let path = destination(node);
+        multi
+            .add_create(&path, &node.data, &options)
+            .map_err(|e| output::error(&e, &path))?;
+        paths.push(path);
+    }
+    for node in nodes.iter().rev() {
+        if delete_source {
+            multi.add_delete(&node.path, Some(node.version))
+        } else {
+            multi.add_check_version(&node.path, node.version)
+        }
+        .map_err(|e| output::error(&e, &node.path))?;
+        paths.push(node.path.clone());
+    }
+    multi
+        .commit()
+        .await
+        .map_err(|e| multi_error(e, |i| &paths[i]))?;
     Ok(String::new())
 }
 

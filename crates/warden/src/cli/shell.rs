@@ -2,6 +2,7 @@
 //! zkCli's numbered history; and one line's run from words to printed output.
 
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,12 +60,51 @@ impl EventPrinter {
     }
 }
 
-/// The connection options of zkCli: `-server`, `-timeout`, `-r`.
+/// The connection options of zkCli (`-server`, `-timeout`, `-r`) and keeper-client's TLS ones.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub server: String,
     pub timeout: Duration,
     pub read_only: bool,
+    /// keeper-client's `-s/--secure`: TLS to every server of the connect string.
+    pub tls: Option<TlsFiles>,
+}
+
+/// keeper-client's `--tls-ca-file`, `--tls-cert-file`, `--tls-key-file` (PEM), read at each
+/// connect.
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// The crate's TLS options: the CA is required (the crate has no system trust store), the
+    /// client certificate optional, and needs its key.
+    fn options(&self) -> Result<zk::TlsOptions, String> {
+        let ca = self.ca.as_deref().ok_or(
+            "--secure needs --tls-ca-file FILE, the CA (PEM) of the server's certificate: \
+             the system's trust store is not read",
+        )?;
+        let options = zk::TlsOptions::new()
+            .with_pem_ca(&read_pem("--tls-ca-file", ca)?)
+            .map_err(|e| format!("--tls-ca-file {}: {e}", ca.display()))?;
+        match (&self.cert, &self.key) {
+            (None, None) => Ok(options),
+            (Some(cert), Some(key)) => options
+                .with_pem_identity(
+                    &read_pem("--tls-cert-file", cert)?,
+                    &read_pem("--tls-key-file", key)?,
+                )
+                .map_err(|e| format!("--tls-cert-file {}: {e}", cert.display())),
+            _ => Err("--tls-cert-file and --tls-key-file go together".to_owned()),
+        }
+    }
+}
+
+fn read_pem(option: &str, path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{option} {}: {e}", path.display()))
 }
 
 /// A watch this shell set, until it fires (one-shot) or is removed.
@@ -139,14 +179,30 @@ impl Shell {
         let connector = zk::Client::connector()
             .with_session_timeout(options.timeout)
             .with_readonly(options.read_only);
-        let connecting =
-            async { tokio::time::timeout(options.timeout, connector.connect(server)).await };
+        let tls = options.tls.as_ref().map(TlsFiles::options).transpose()?;
+        let secure = tls.is_some();
+        let session = async {
+            match tls {
+                Some(tls) => connector.with_tls(tls).secure_connect(server).await,
+                None => connector.connect(server).await,
+            }
+        };
+        let connecting = async { tokio::time::timeout(options.timeout, session).await };
         let client = match self.runtime.block_on(connecting) {
             Ok(Ok(client)) => client,
-            Ok(Err(error)) => return Err(format!("Unable to connect to {server}: {error}")),
-            Err(_) => {
+            Ok(Err(error)) if error != zk::Error::Timeout => {
+                return Err(format!("Unable to connect to {server}: {error}"));
+            }
+            Ok(Err(_)) | Err(_) => {
+                // The crate retries a refused handshake until the deadline, without saying why.
+                let hint = if secure {
+                    " (over TLS: is the port a secure one, --tls-ca-file the CA of the \
+                     server's certificate, a client certificate needed?)"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "Unable to connect to {server}: no session within {} ms",
+                    "Unable to connect to {server}: no session within {} ms{hint}",
                     options.timeout.as_millis()
                 ));
             }
@@ -493,8 +549,18 @@ async fn run_request(client: &zk::Client, command: Command) -> (Reply, Option<Ke
             operator::find_super_nodes(client, threshold, &path).await
         }
         Command::FindBigFamily { path, n } => operator::find_big_family(client, &path, n).await,
-        Command::Copy { from, to } => operator::copy(client, &from, &to).await,
-        Command::Move { from, to } => operator::move_node(client, &from, &to).await,
+        Command::Copy {
+            from,
+            to,
+            recursive: false,
+        } => operator::copy(client, &from, &to).await,
+        Command::Move {
+            from,
+            to,
+            recursive: false,
+        } => operator::move_node(client, &from, &to).await,
+        Command::Copy { from, to, .. } => operator::transfer_tree(client, &from, &to, false).await,
+        Command::Move { from, to, .. } => operator::transfer_tree(client, &from, &to, true).await,
         Command::Touch { path } => operator::touch(client, &path).await,
         other => unreachable!("handled by the shell itself: {other:?}"),
     };
@@ -504,7 +570,9 @@ async fn run_request(client: &zk::Client, command: Command) -> (Reply, Option<Ke
 /// `help`, and what an unknown command prints: zkCli's usage with Warden's options.
 pub fn usage() -> String {
     let mut out = String::from(
-        "warden cli -server host:port[,host:port...][/chroot] [-timeout ms] [-r] [cmd args]\n",
+        "warden cli -server host:port[,host:port...][/chroot] [-timeout ms] [-r] \
+         [-s|--secure [--tls-ca-file FILE] [--tls-cert-file FILE --tls-key-file FILE]] \
+         [cmd args]\n",
     );
     for (name, synopsis) in command::COMMANDS {
         out += &format!("\t{name} {synopsis}\n");
