@@ -714,6 +714,7 @@ impl Session {
             }
             request
                 if request.is_write()
+                    && crate::replica::ephemeral_creates(&request) > 0
                     && !self
                         .ctx
                         .replica()

@@ -287,17 +287,7 @@ impl Replica {
     /// are not counted: they can take it beyond the bound by at most
     /// `limits.outstanding_requests_per_session_max`.
     pub fn may_hold_ephemerals(&self, session_id: i64, request: &Request) -> bool {
-        fn creates(request: &Request) -> usize {
-            match request {
-                Request::Create(c) | Request::Create2(c) | Request::CreateIfNotExists(c) => {
-                    // CreateMode EPHEMERAL and EPHEMERAL_SEQUENTIAL.
-                    usize::from(c.flags == 1 || c.flags == 3)
-                }
-                Request::Multi(ops) => ops.iter().map(creates).sum(),
-                _ => 0,
-            }
-        }
-        let new = creates(request);
+        let new = ephemeral_creates(request);
         if new == 0 {
             return true;
         }
@@ -1270,6 +1260,20 @@ fn who_am_i(auth: &[Id]) -> Vec<ClientInfo> {
     };
     let (ip, others): (Vec<&Id>, Vec<&Id>) = auth.iter().partition(|id| id.scheme == "ip");
     others.into_iter().chain(ip).map(info).collect()
+}
+
+/// How many ephemeral znodes `request` creates (CreateMode EPHEMERAL and
+/// EPHEMERAL_SEQUENTIAL, in a multi too): what `limits.ephemerals_per_session_max` counts. Told
+/// from the request alone, so a connection asks the replica (and takes its lock) only for a
+/// request that creates some.
+pub fn ephemeral_creates(request: &Request) -> usize {
+    match request {
+        Request::Create(c) | Request::Create2(c) | Request::CreateIfNotExists(c) => {
+            usize::from(c.flags == 1 || c.flags == 3)
+        }
+        Request::Multi(ops) => ops.iter().map(ephemeral_creates).sum(),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
