@@ -274,6 +274,17 @@ impl LogStore {
     pub fn slow_appends(&self) -> u64 {
         self.durability.slow.load(Ordering::Relaxed)
     }
+
+    /// Whether the entry right after `prev` (`None`: the first entry) has been purged, so
+    /// that entries can no longer be sent from `prev`.
+    pub fn purged_past(&self, prev: Option<&LogIdOf<WardenRaft>>) -> bool {
+        let purged = self.log().log_state().purged().map(|p| p.0.index);
+        match (prev, purged) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(prev), Some(purged)) => prev.index < purged,
+        }
+    }
 }
 
 fn half_open<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
@@ -305,6 +316,22 @@ impl RaftLogReader<WardenRaft> for LogStore {
                 })
             })
             .collect()
+    }
+
+    /// The entries a replication stream sends: all of `[start, end)`, or none when `start`
+    /// has been purged. raft-log answers a range whose beginning was purged with the entries
+    /// that remain, which would not follow the request's previous entry; openraft sends an
+    /// empty answer as a heartbeat, which `network::Peer::stream_append` recognises.
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<EntryOf<WardenRaft>>, io::Error> {
+        let entries = self.try_get_log_entries(start..end).await?;
+        if entries.first().is_some_and(|e| e.log_id.index != start) {
+            return Ok(Vec::new());
+        }
+        Ok(entries)
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<WardenRaft>>, io::Error> {

@@ -373,6 +373,7 @@ impl Consensus {
                 identity: options.identity.clone(),
                 reachable: network::Reachability::default(),
                 committed: committed.clone(),
+                log: log.clone(),
             },
             log.clone(),
             StateMachine::new(replica, snapshots.clone()),

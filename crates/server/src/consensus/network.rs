@@ -10,19 +10,23 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use openraft::alias::{SnapshotOf, VoteOf};
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2, stream_append_sequential};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::log_store::LogStore;
 use super::types::{PeerNode, WardenRaft};
 use crate::cluster::transport::Transport;
 use crate::cluster::wire::{
@@ -65,6 +69,8 @@ pub struct Network {
     pub identity: Identity,
     pub reachable: Reachability,
     pub committed: Committed,
+    /// This member's log, to tell a replication stream that was left behind (`stream_append`).
+    pub log: LogStore,
 }
 
 /// This server's committed log index, for the handshake.
@@ -107,6 +113,7 @@ pub struct Peer {
     identity: Identity,
     reachable: Reachability,
     committed: Committed,
+    log: LogStore,
     target: u64,
     addr: String,
     conn: Option<(FrameReader, FrameWriter)>,
@@ -121,6 +128,7 @@ impl RaftNetworkFactory<WardenRaft> for Network {
             identity: self.identity.clone(),
             reachable: self.reachable.clone(),
             committed: self.committed.clone(),
+            log: self.log.clone(),
             target,
             addr: node.peer_addr.clone(),
             conn: None,
@@ -293,8 +301,63 @@ impl ChunkHeader {
     }
 }
 
+/// What a stream of appends answers.
+type Answers<'s> = BoxStream<'s, Result<StreamAppendResult<WardenRaft>, RPCError<WardenRaft>>>;
+
 impl RaftNetworkV2<WardenRaft> for Peer {
     type SnapshotData = Vec<u8>;
+
+    /// openraft's own sequential stream, ended with an error when it was left behind.
+    ///
+    /// openraft 0.10.0-alpha.37 keeps a replication stream going while the leader still has
+    /// entries after the stream's position, and only then looks for a newer command. When a
+    /// follower's log is reverted (it lost its data and rejoined), the leader sends it a
+    /// snapshot and purges its log, but the stream that was running keeps its old position:
+    /// it finds the entries purged, sends heartbeats from that position forever (about 90 a
+    /// second) and never carries the entries after the snapshot, so the follower never
+    /// catches up. Such a request is recognised here: after the first request of a stream (a
+    /// heartbeat is a stream of one request, from the follower's matching entry, which may be
+    /// purged), a request from a position whose next entry is purged can only come from a
+    /// stream left behind, because openraft never purges entries a current stream still has
+    /// to send. The stream then ends with an error, and openraft starts the next one from the
+    /// follower's progress as it is now.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<Answers<'s>, RPCError<WardenRaft>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<WardenRaft>> + Send + Unpin + 'static,
+    {
+        let log = self.log.clone();
+        let target = self.target;
+        let left_behind = Arc::new(AtomicBool::new(false));
+        let mut first = true;
+        let seen = left_behind.clone();
+        let guarded = input.take_while(move |request| {
+            let behind = !first && log.purged_past(request.prev_log_id.as_ref());
+            first = false;
+            if behind {
+                seen.store(true, Ordering::Relaxed);
+            }
+            std::future::ready(!behind)
+        });
+        Box::pin(async move {
+            let answers = stream_append_sequential(self, guarded, option).await?;
+            let ending = futures_util::stream::once(async move {
+                left_behind.load(Ordering::Relaxed).then(|| {
+                    tracing::warn!(
+                        target,
+                        "the replication stream to member {target} was left behind by a \
+                         purge of the log (the member's log was reverted); starting a new one"
+                    );
+                    Err(CallError::Failed("replication stream left behind".into()).into_rpc(target))
+                })
+            })
+            .filter_map(std::future::ready);
+            Ok(answers.chain(ending).boxed())
+        })
+    }
 
     async fn append_entries(
         &mut self,
