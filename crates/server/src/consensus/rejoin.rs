@@ -283,18 +283,32 @@ pub async fn found_or_join(
     }
 }
 
+/// How long a recovering member waits without a leader before it tells the operator how to
+/// end the wait (and then again every so often).
+const LEADERLESS_WARNING: Duration = Duration::from_secs(30);
+
 /// Ends a recovery once this member has applied what the others had committed: from then on
 /// it votes and may stand for election again.
+///
+/// If more than one voter in a cluster of three is recovering at once (two lost their data),
+/// no election can succeed and there is no leader to catch up from: the cluster waits for a
+/// member that still has the data. If those are gone for good, only the operator can decide
+/// to go on without what they alone held, and the log of a member that has caught up part of
+/// the way says how (a member with nothing yet cannot help: it has nothing to vote with).
 pub async fn finish_recovery(raft: Raft<WardenRaft, StateMachine>, recovery: Arc<Recovery>) {
     let mut metrics = raft.metrics();
+    let mut leaderless_since = None;
+    let mut warn_at = tokio::time::interval(LEADERLESS_WARNING);
     loop {
         let target = recovery.target.load(Ordering::Relaxed);
         if target != 0 {
-            let applied = metrics
-                .borrow_watched()
-                .last_applied
-                .as_ref()
-                .map_or(0, |l| l.index);
+            let (applied, leader) = {
+                let m = metrics.borrow_watched();
+                (
+                    m.last_applied.as_ref().map_or(0, |l| l.index),
+                    m.current_leader,
+                )
+            };
             if applied >= target {
                 if let Err(e) = recovery.end() {
                     tracing::error!(error = %e, "cannot remove the recovery marker; exiting");
@@ -303,9 +317,32 @@ pub async fn finish_recovery(raft: Raft<WardenRaft, StateMachine>, recovery: Arc
                 raft.runtime_config().elect(true);
                 tracing::info!(applied, "caught up after rejoining: voting again");
             }
+            // Only a member that has caught up part of the way can end the wait by voting.
+            leaderless_since = match (leader, leaderless_since) {
+                (None, None) if applied > 0 && !recovery.target_unknown() => {
+                    Some(tokio::time::Instant::now())
+                }
+                (None, since) => since,
+                (Some(_), _) => None,
+            };
         }
-        if metrics.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = metrics.changed() => if changed.is_err() { return },
+            _ = warn_at.tick() => {
+                let waited = leaderless_since.map(|since| since.elapsed());
+                if recovery.recovering() && waited.is_some_and(|w| w >= LEADERLESS_WARNING) {
+                    tracing::warn!(
+                        waited_s = waited.map_or(0, |w| w.as_secs()),
+                        target = recovery.target.load(Ordering::Relaxed),
+                        marker = %recovery.marker.display(),
+                        "recovering with no leader to catch up from: an election needs this \
+                         member's vote, which it withholds until it has caught up. If the members \
+                         that had the data are gone for good, stop this server, remove the marker \
+                         file and start it again: it then votes with what it has, and writes that \
+                         only the lost members held are lost (docs/cluster.md)"
+                    );
+                }
+            }
         }
     }
 }
