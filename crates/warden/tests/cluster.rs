@@ -662,6 +662,76 @@ fn wiped_follower_rejoins() {
     });
 }
 
+/// A follower wiped while writes go on, three times: each time the leader has snapshotted and
+/// purged its log past where the follower was, and must bring it back by a snapshot and the
+/// entries after it. (A replication stream left behind by such a purge once kept a rejoined
+/// member from ever catching up: docs/cluster.md, "A replication stream left behind".)
+#[test]
+fn follower_wiped_under_writes_catches_up() {
+    run(
+        "follower_wiped_under_writes_catches_up",
+        |system| async move {
+            const ROUNDS: usize = 3;
+            let mut cluster = blocking(|| Cluster::start(system, 3, 0, "snapCount=100"));
+            let setup = connect(&cluster.connect_string()).await;
+            setup.create("/ww", b"", &persistent()).await.unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+            let writers = spawn_writers(&cluster.member_connect_string(leader), 4, "/ww", &stop);
+            for round in 0..ROUNDS {
+                let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+                let follower = cluster.followers_of(leader)[round % 2];
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                // Paused first, so that the leader's stream to it stalls mid-flight, as when a
+                // machine hangs before it dies.
+                cluster.sigstop(follower);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                cluster.kill9(follower);
+                cluster.wipe(follower);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let wanted =
+                    blocking(|| cluster.members[leader].zxid()).expect("the leader serves");
+                let restarted_at = Instant::now();
+                blocking(|| cluster.restart(follower));
+                let caught_up = tokio::time::timeout(CATCH_UP_MAX, async {
+                    loop {
+                        let zxid = blocking(|| cluster.members[follower].zxid());
+                        if zxid.is_some_and(|z| z >= wanted) {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                })
+                .await;
+                assert!(
+                    caught_up.is_ok(),
+                    "round {round}: the wiped server.{} did not reach the leader's zxid {wanted:#x} \
+                 within {CATCH_UP_MAX:?} while writes went on\n{}",
+                    follower + 1,
+                    cluster.describe()
+                );
+                eprintln!(
+                    "{system:?}: round {round}: the wiped server.{} reached zxid {wanted:#x} {:?} \
+                 after its restart, writes going on",
+                    follower + 1,
+                    restarted_at.elapsed()
+                );
+            }
+            stop.store(true, Ordering::Relaxed);
+            let mut acknowledged = BTreeSet::new();
+            for writer in writers {
+                for write in writer.await.unwrap() {
+                    if write.acknowledged.is_some() {
+                        acknowledged.insert(write.path.trim_start_matches("/ww/").to_owned());
+                    }
+                }
+            }
+            blocking(|| cluster.wait_until_converged(CATCH_UP_MAX));
+            assert_everywhere(&cluster, "/ww", &acknowledged).await;
+        },
+    );
+}
+
 #[test]
 fn observer_serves_and_forwards() {
     run("observer_serves_and_forwards", |system| async move {
