@@ -1,13 +1,15 @@
 //! Bytes per znode: loads 1,000,000 znodes with 100-byte values under 1,000 parents (the
 //! shape ZooKeeper's own figure of ~436 live-heap bytes per znode was measured with) and
-//! prints what the process holds for them, by resident memory and by bytes allocated.
+//! prints what the process holds for them, by resident memory and by bytes allocated; then
+//! what a snapshot's copy of the state costs: the copy itself, and the writes made while it
+//! lives.
 //!
 //! `cargo run --release -p warden-state --example memory [znodes]`
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use warden_proto::request::CreateRequest;
+use warden_proto::request::{CreateRequest, SetDataRequest};
 use warden_proto::{Acl, Request};
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
@@ -108,6 +110,29 @@ fn main() {
     let started = std::time::Instant::now();
     let copy = state.clone();
     println!("copy for a snapshot:  {:?}", started.elapsed());
+    // Writes while that copy lives (the encoding takes a few hundred ms) pay for whatever the
+    // copy shares with the live state; the same writes with no copy alive are the baseline.
+    let timed = |what: &str, state: &mut State, write: &mut dyn FnMut(&mut State)| {
+        let (rss_before, started) = (rss_bytes(), std::time::Instant::now());
+        write(state);
+        println!(
+            "10,000 {what}: {:?} (RSS {:+} MiB)",
+            started.elapsed(),
+            (rss_bytes() as isize - rss_before as isize) / (1 << 20)
+        );
+    };
+    let creates = |under: &'static str| {
+        move |state: &mut State| {
+            for i in 0..10_000 {
+                let path = format!("/bench/{under}{i}");
+                apply(state, session, zxid_time + 1 + i, write_create(path));
+            }
+        }
+    };
+    let mut spread = |state: &mut State| set_spread(state, session, parents, per_parent);
+    timed("creates, copy alive", &mut state, &mut creates("a"));
+    timed("setData spread, copy alive", &mut state, &mut spread);
+    timed("setData spread again, copy alive", &mut state, &mut spread);
     let started = std::time::Instant::now();
     let bytes = warden_state::snapshot::encode(&copy);
     println!(
@@ -115,5 +140,43 @@ fn main() {
         started.elapsed(),
         bytes.len()
     );
+    drop(copy);
+    timed("creates, no copy", &mut state, &mut creates("b"));
+    timed("setData spread, no copy", &mut state, &mut spread);
     std::hint::black_box(&state);
+}
+
+fn apply(state: &mut State, session: i64, time_ms: i64, request: Request) {
+    state.apply(&Txn {
+        session_id: session,
+        time_ms,
+        auth: vec![],
+        enforce_quota: false,
+        kind: TxnKind::Request(request),
+    });
+}
+
+fn write_create(path: String) -> Request {
+    Request::Create(CreateRequest {
+        path,
+        data: Some(vec![b'x'; 100]),
+        acl: Acl::open(),
+        flags: 0,
+    })
+}
+
+/// 10,000 setData of 100 bytes, each on a different node, spread evenly over the whole tree
+/// (the worst case for a copy-on-write tree: no two land near each other).
+fn set_spread(state: &mut State, session: i64, parents: usize, per_parent: usize) {
+    let writes = 10_000;
+    for w in 0..writes {
+        let at = w * parents * per_parent / writes;
+        let path = format!("/bench/p{}/n{:07}", at / per_parent, at % per_parent);
+        let request = Request::SetData(SetDataRequest {
+            path,
+            data: Some(vec![b'y'; 100]),
+            version: -1,
+        });
+        apply(state, session, 1_800_000_000_000, request);
+    }
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`tree`]: the data tree, an arena of znodes with a (parent, name) hash index, ephemeral,
 //!   container and TTL bookkeeping, and an incremental digest.
+//! - `arena`: the copy-on-write chunked array the tree keeps its nodes in, so that a clone
+//!   of the state (a snapshot's) is cheap.
 //! - [`path`]: ZooKeeper's path rules.
 //! - [`acl`]: schemes, permission checks, ACL fix-up, interned ACL lists.
 //! - [`prepare`]: validation of writes against the tree as a multi's earlier operations leave
@@ -20,6 +22,7 @@
 //! - [`txn`]: transactions and their outcomes.
 
 pub mod acl;
+mod arena;
 pub mod mirror;
 pub mod path;
 pub mod prepare;

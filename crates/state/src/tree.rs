@@ -4,6 +4,11 @@
 //! and data together; children are 4-byte indices; an ACL list shared by many nodes is stored
 //! once. Full paths are never stored: they are rebuilt from the parent chain when needed.
 //!
+//! A clone is copy-on-write, for snapshots: the arena is chunks of 32 nodes behind `Arc`s
+//! (`arena.rs`), the index 256 shards behind `Arc`s, the ACL table, the container and TTL
+//! sets and each session's ephemerals one `Arc` each, so a clone copies pointers, and each
+//! side copies a chunk, a shard or a set on its first write to it.
+//!
 //! The tree keeps a digest, a wrapping sum of one hash per node over its path, data, stat and
 //! ACL, updated on every change, so two replicas can compare whole trees in O(1).
 //!
@@ -20,6 +25,7 @@ use warden_proto::{Acl, Stat};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
+use crate::arena::Arena;
 use crate::path;
 use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
 
@@ -135,6 +141,7 @@ struct Node {
     aversion: i32,
     name_len: u32,
     parent: NodeId,
+    /// In a free slot, the next free slot instead ([`DataTree`]'s free list).
     acl: AclId,
 }
 
@@ -299,25 +306,78 @@ impl<'a> NodeRef<'a> {
     }
 }
 
-/// The ZooKeeper data tree.
+/// The ZooKeeper data tree. A clone shares every part that grows with the tree (the arena's
+/// chunks, the index's shards, the ACL table, the kind sets) and each copies only the part it
+/// writes, when it writes it: a snapshot's copy costs no pause proportional to the tree.
 #[derive(Clone)]
 pub struct DataTree {
-    nodes: Vec<Node>,
-    free: Vec<NodeId>,
-    index: HashTable<NodeId>,
-    acls: AclTable,
-    /// Ephemeral nodes by owning session.
-    ephemerals: hashbrown::HashMap<i64, BTreeSet<NodeId>>,
-    containers: BTreeSet<NodeId>,
-    ttls: BTreeSet<NodeId>,
+    nodes: Arena<Node>,
+    /// The most recently freed slot ([`NO_FREE`] if none); a free node's `acl` field holds
+    /// the slot freed before it, so the free list takes no memory of its own.
+    free: NodeId,
+    index: ChildIndex,
+    acls: Arc<AclTable>,
+    /// Ephemeral nodes by owning session; a clone copies one `Arc` per session.
+    ephemerals: hashbrown::HashMap<i64, Arc<BTreeSet<NodeId>>>,
+    containers: Arc<BTreeSet<NodeId>>,
+    ttls: Arc<BTreeSet<NodeId>>,
     digest: u64,
     live: usize,
     /// Paths with a quota: a function of the limits nodes, rebuilt when a tree is loaded.
     quotas: QuotaRoots,
 }
 
+/// Marks the end of the free list.
+const NO_FREE: NodeId = NodeId::MAX;
+
 fn child_hash(parent: NodeId, name: &str) -> u64 {
     xxh3_64_with_seed(name.as_bytes(), u64::from(parent))
+}
+
+/// Shards of the (parent, name) index. At 1,000,000 znodes a shard holds ~4,000 ids, so the
+/// first create or delete in a shard after a clone copies ~20 KiB.
+const INDEX_SHARDS: usize = 256;
+
+/// The (parent, name) index, split into shards behind `Arc`s as the arena is split into
+/// chunks: a clone shares them all, and a create or delete copies the one shard it changes.
+#[derive(Clone)]
+struct ChildIndex {
+    shards: Vec<Arc<HashTable<NodeId>>>,
+}
+
+impl ChildIndex {
+    fn new() -> Self {
+        ChildIndex {
+            shards: (0..INDEX_SHARDS)
+                .map(|_| Arc::new(HashTable::new()))
+                .collect(),
+        }
+    }
+
+    /// hashbrown picks a bucket from a hash's low bits and its tag from the top seven; bits
+    /// 48..56 are neither, so the ids of one shard still spread over every bucket and tag.
+    fn shard(hash: u64) -> usize {
+        (hash >> 48) as usize % INDEX_SHARDS
+    }
+
+    fn find(&self, hash: u64, eq: impl FnMut(&NodeId) -> bool) -> Option<NodeId> {
+        self.shards[Self::shard(hash)].find(hash, eq).copied()
+    }
+
+    fn insert(&mut self, hash: u64, id: NodeId, rehash: impl Fn(&NodeId) -> u64) {
+        Arc::make_mut(&mut self.shards[Self::shard(hash)]).insert_unique(hash, id, rehash);
+    }
+
+    fn remove(&mut self, hash: u64, id: NodeId) {
+        Arc::make_mut(&mut self.shards[Self::shard(hash)])
+            .find_entry(hash, |&c| c == id)
+            .expect("indexed node")
+            .remove();
+    }
+
+    fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.capacity()).sum()
+    }
 }
 
 impl Default for DataTree {
@@ -336,14 +396,16 @@ impl DataTree {
 
     /// A tree holding only a root as given; `acls` already holds the root's reference.
     fn with_root(acls: AclTable, data: Option<&[u8]>, acl: AclId, stat: NodeStat) -> Self {
+        let mut nodes = Arena::default();
+        nodes.push(Node::new("", data, ROOT, acl, stat));
         let mut tree = DataTree {
-            nodes: vec![Node::new("", data, ROOT, acl, stat)],
-            free: Vec::new(),
-            index: HashTable::new(),
-            acls,
+            nodes,
+            free: NO_FREE,
+            index: ChildIndex::new(),
+            acls: Arc::new(acls),
             ephemerals: Default::default(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
+            containers: Default::default(),
+            ttls: Default::default(),
             digest: 0,
             live: 1,
             quotas: QuotaRoots::default(),
@@ -375,7 +437,7 @@ impl DataTree {
     }
 
     pub fn node(&self, id: NodeId) -> NodeRef<'_> {
-        let node = &self.nodes[id as usize];
+        let node = self.nodes.get(id);
         assert!(!node.is_free(), "node {id} is live");
         NodeRef {
             tree: self,
@@ -390,12 +452,10 @@ impl DataTree {
 
     pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
         let nodes = &self.nodes;
-        self.index
-            .find(child_hash(parent, name), |&c| {
-                let n = &nodes[c as usize];
-                n.parent == parent && n.name() == name
-            })
-            .copied()
+        self.index.find(child_hash(parent, name), |&c| {
+            let n = nodes.get(c);
+            n.parent == parent && n.name() == name
+        })
     }
 
     /// Finds the node at `path`; any path that is not absolute and well formed finds nothing.
@@ -416,7 +476,7 @@ impl DataTree {
         let mut names = Vec::new();
         let mut at = id;
         while at != ROOT {
-            let n = &self.nodes[at as usize];
+            let n = self.nodes.get(at);
             names.push(n.name());
             at = n.parent;
         }
@@ -433,7 +493,10 @@ impl DataTree {
 
     /// Ephemeral nodes owned by `session`, in node order.
     pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = NodeId> + '_ {
-        self.ephemerals.get(&session).into_iter().flatten().copied()
+        self.ephemerals
+            .get(&session)
+            .into_iter()
+            .flat_map(|owned| owned.iter().copied())
     }
 
     /// How many ephemerals `session` owns.
@@ -450,7 +513,7 @@ impl DataTree {
     }
 
     fn node_hash(&self, path: &str, id: NodeId) -> u64 {
-        let n = &self.nodes[id as usize];
+        let n = self.nodes.get(id);
         let s = n.stat();
         let mut h = Xxh3::new();
         h.update(path.as_bytes());
@@ -493,10 +556,10 @@ impl DataTree {
         stat: NodeStat,
         parent_cversion: i32,
     ) -> NodeId {
-        let acl = self.acls.acquire(acl);
+        let acl = Arc::make_mut(&mut self.acls).acquire(acl);
         let id = self.attach(parent_path, parent, name, data, acl, stat);
         self.modify(parent_path, parent, |t, p| {
-            let pn = &mut t.nodes[p as usize];
+            let pn = t.nodes.get_mut(p);
             pn.cversion = parent_cversion;
             pn.pzxid = stat.czxid;
         });
@@ -532,40 +595,40 @@ impl DataTree {
             "create of an existing node"
         );
         let node = Node::new(name, data, parent, acl, stat);
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.nodes[id as usize] = node;
-                id
-            }
-            None => {
-                let id = NodeId::try_from(self.nodes.len())
-                    .ok()
-                    .filter(|id| *id != NodeId::MAX)
-                    .expect("fewer than 2^32 - 1 znodes");
-                self.nodes.push(node);
-                id
-            }
+        let id = if self.free == NO_FREE {
+            let id = NodeId::try_from(self.nodes.len())
+                .ok()
+                .filter(|id| *id != NO_FREE)
+                .expect("fewer than 2^32 - 1 znodes");
+            self.nodes.push(node);
+            id
+        } else {
+            let id = self.free;
+            let slot = self.nodes.get_mut(id);
+            assert!(slot.is_free(), "the free list holds free slots only");
+            self.free = slot.acl;
+            *slot = node;
+            id
         };
         let nodes = &self.nodes;
-        self.index
-            .insert_unique(child_hash(parent, name), id, |&c| {
-                let n = &nodes[c as usize];
-                child_hash(n.parent, n.name())
-            });
+        self.index.insert(child_hash(parent, name), id, |&c| {
+            let n = nodes.get(c);
+            child_hash(n.parent, n.name())
+        });
         self.live += 1;
         match NodeKind::of_owner(stat.ephemeral_owner) {
             NodeKind::Ephemeral(owner) => {
-                self.ephemerals.entry(owner).or_default().insert(id);
+                Arc::make_mut(self.ephemerals.entry(owner).or_default()).insert(id);
             }
             NodeKind::Container => {
-                self.containers.insert(id);
+                Arc::make_mut(&mut self.containers).insert(id);
             }
             NodeKind::Ttl(_) => {
-                self.ttls.insert(id);
+                Arc::make_mut(&mut self.ttls).insert(id);
             }
             NodeKind::Persistent => {}
         }
-        self.nodes[parent as usize].children.push(id);
+        self.nodes.get_mut(parent).children.push(id);
         let child_path = path::join(parent_path, name);
         self.digest = self.digest.wrapping_add(self.node_hash(&child_path, id));
         id
@@ -581,7 +644,7 @@ impl DataTree {
         acl: AclId,
         stat: NodeStat,
     ) -> NodeId {
-        self.acls.add_ref(acl);
+        Arc::make_mut(&mut self.acls).add_ref(acl);
         self.attach(parent_path, parent, name, data, acl, stat)
     }
 
@@ -616,9 +679,9 @@ impl DataTree {
         }
         self.charge_quota(path, -1, -data_len(self.node(id).data()));
         self.digest = self.digest.wrapping_sub(self.node_hash(path, id));
-        let parent = self.nodes[id as usize].parent;
+        let parent = self.nodes.get(id).parent;
         self.modify(parent_path, parent, |t, p| {
-            let pn = &mut t.nodes[p as usize];
+            let pn = t.nodes.get_mut(p);
             let at = pn
                 .children
                 .iter()
@@ -630,34 +693,32 @@ impl DataTree {
             }
             pn.pzxid = pn.pzxid.max(zxid);
         });
-        let hash = child_hash(parent, self.nodes[id as usize].name());
         self.index
-            .find_entry(hash, |&c| c == id)
-            .expect("indexed node")
-            .remove();
+            .remove(child_hash(parent, self.nodes.get(id).name()), id);
+        // A free slot: no parent, and the previous head of the free list in place of an ACL.
         let node = std::mem::replace(
-            &mut self.nodes[id as usize],
-            Node::new("", Some(b""), NodeId::MAX, 0, NodeStat::default()),
+            self.nodes.get_mut(id),
+            Node::new("", Some(b""), NodeId::MAX, self.free, NodeStat::default()),
         );
-        self.acls.release(node.acl);
+        self.free = id;
+        Arc::make_mut(&mut self.acls).release(node.acl);
         match NodeKind::of_owner(node.ephemeral_owner) {
             NodeKind::Ephemeral(owner) => {
                 if let Some(set) = self.ephemerals.get_mut(&owner) {
-                    set.remove(&id);
+                    Arc::make_mut(set).remove(&id);
                     if set.is_empty() {
                         self.ephemerals.remove(&owner);
                     }
                 }
             }
             NodeKind::Container => {
-                self.containers.remove(&id);
+                Arc::make_mut(&mut self.containers).remove(&id);
             }
             NodeKind::Ttl(_) => {
-                self.ttls.remove(&id);
+                Arc::make_mut(&mut self.ttls).remove(&id);
             }
             NodeKind::Persistent => {}
         }
-        self.free.push(id);
         self.live -= 1;
     }
 
@@ -666,7 +727,7 @@ impl DataTree {
         let grown = data_len(data) - data_len(self.node(id).data());
         self.charge_quota(path, 0, grown);
         self.modify(path, id, |t, id| {
-            let n = &mut t.nodes[id as usize];
+            let n = t.nodes.get_mut(id);
             let (bytes, name_len) = pack(n.name(), data);
             n.bytes = bytes;
             n.name_len = name_len;
@@ -679,14 +740,14 @@ impl DataTree {
     /// Sets a node's dataVersion, as ZooKeeper's reconfig leaves `/zookeeper/config`'s at -1
     /// (its `DataTree.setData` with version -1).
     pub fn set_version(&mut self, path: &str, id: NodeId, version: i32) {
-        self.modify(path, id, |t, id| t.nodes[id as usize].version = version);
+        self.modify(path, id, |t, id| t.nodes.get_mut(id).version = version);
     }
 
     /// Sets a node's stored stat, as a restore from another server's files finds it; the
     /// ephemeralOwner stays, since a node's kind never changes.
     pub fn set_stat(&mut self, path: &str, id: NodeId, s: NodeStat) {
         self.modify(path, id, |t, id| {
-            let n = &mut t.nodes[id as usize];
+            let n = t.nodes.get_mut(id);
             (n.czxid, n.mzxid, n.pzxid) = (s.czxid, s.mzxid, s.pzxid);
             (n.ctime, n.mtime) = (s.ctime, s.mtime);
             (n.version, n.cversion, n.aversion) = (s.version, s.cversion, s.aversion);
@@ -696,11 +757,12 @@ impl DataTree {
     /// Replaces a node's ACL and bumps its aversion.
     pub fn set_acl(&mut self, path: &str, id: NodeId, acl: &[Acl]) {
         self.modify(path, id, |t, id| {
-            let new = t.acls.acquire(acl);
-            let n = &mut t.nodes[id as usize];
+            let acls = Arc::make_mut(&mut t.acls);
+            let new = acls.acquire(acl);
+            let n = t.nodes.get_mut(id);
             let old = std::mem::replace(&mut n.acl, new);
             n.aversion = n.aversion.wrapping_add(1);
-            t.acls.release(old);
+            acls.release(old);
         });
     }
 
@@ -713,7 +775,7 @@ impl DataTree {
     /// Replaces a node's data and nothing else: no version, zxid or time moves.
     fn replace_data(&mut self, path: &str, id: NodeId, data: &[u8]) {
         self.modify(path, id, |t, id| {
-            let n = &mut t.nodes[id as usize];
+            let n = t.nodes.get_mut(id);
             let (bytes, name_len) = pack(n.name(), Some(data));
             n.bytes = bytes;
             n.name_len = name_len;
@@ -750,7 +812,7 @@ impl DataTree {
         let (mut count, mut bytes) = (0, 0);
         let mut stack: Vec<NodeId> = self.lookup(root).into_iter().collect();
         while let Some(id) = stack.pop() {
-            let n = &self.nodes[id as usize];
+            let n = self.nodes.get(id);
             count += 1;
             bytes += data_len(n.data());
             stack.extend_from_slice(n.children());
@@ -766,7 +828,7 @@ impl DataTree {
         self.quotas.clear();
         let mut stack: Vec<NodeId> = self.lookup(crate::system::QUOTA).into_iter().collect();
         while let Some(id) = stack.pop() {
-            let n = &self.nodes[id as usize];
+            let n = self.nodes.get(id);
             stack.extend_from_slice(n.children());
             if n.name() == quota::LIMITS_NODE {
                 let parent = self.path_of(n.parent);
@@ -886,6 +948,89 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(t.lookup("/a"), None);
         assert_eq!(t.lookup("/b"), Some(b));
+    }
+
+    /// A node as a test compares it: path, data, stat, ACL.
+    type Contents = (String, Option<Vec<u8>>, NodeStat, Vec<Acl>);
+
+    /// Every node of `t`, in path order.
+    fn contents(t: &DataTree) -> Vec<Contents> {
+        let mut out = Vec::new();
+        let mut stack = vec![ROOT];
+        while let Some(id) = stack.pop() {
+            let n = t.node(id);
+            out.push((
+                t.path_of(id),
+                n.data().map(<[u8]>::to_vec),
+                n.stat(),
+                n.acl().to_vec(),
+            ));
+            stack.extend_from_slice(n.child_ids());
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// A tree of `count` children under /p, every seventh ephemeral.
+    fn wide(count: usize) -> (DataTree, NodeId, Vec<NodeId>) {
+        let mut t = DataTree::new();
+        let p = t.create("/", ROOT, "p", None, &Acl::open(), stat(1), 1);
+        let ids = (0..count)
+            .map(|i| {
+                let s = NodeStat {
+                    ephemeral_owner: if i % 7 == 0 { 42 } else { 0 },
+                    ..stat(2 + i as i64)
+                };
+                let name = format!("n{i}");
+                t.create("/p", p, &name, Some(b"v"), &Acl::open(), s, i as i32)
+            })
+            .collect();
+        (t, p, ids)
+    }
+
+    /// Writes in every chunk of `wide`'s tree: data, ACLs, deletes, creates into freed slots.
+    fn rewrite(t: &mut DataTree, p: NodeId, ids: &[NodeId]) {
+        for (i, &id) in ids.iter().enumerate() {
+            let path = format!("/p/n{i}");
+            match i % 4 {
+                0 => t.set_data(&path, id, Some(b"changed"), 10_000, 1),
+                1 => t.set_acl(&path, id, &Acl::read_only()),
+                2 => t.delete(&path, id, 10_000),
+                _ => {}
+            }
+        }
+        for i in 0..ids.len() / 4 {
+            let name = format!("m{i}");
+            t.create("/p", p, &name, None, &Acl::open(), stat(20_000), 0);
+        }
+    }
+
+    #[test]
+    fn a_clone_keeps_its_tree_whatever_the_original_does_after() {
+        // Enough nodes for several arena chunks and entries in most index shards.
+        let count = crate::arena::CHUNK_LEN * 3 + 10;
+        let (mut t, p, ids) = wide(count);
+        let copy = t.clone();
+        let (before, digest) = (contents(&t), t.digest());
+        rewrite(&mut t, p, &ids);
+        assert_eq!(contents(&copy), before);
+        assert_eq!(copy.digest(), digest);
+        assert_eq!(copy.len(), count + 2);
+        assert_eq!(copy.ephemerals_of(42).count(), count.div_ceil(7));
+        assert_eq!(copy.lookup("/p/n2"), Some(ids[2]));
+        assert_eq!(copy.lookup("/p/m0"), None);
+        // The written side is what the same writes make of a tree that was never cloned.
+        let (mut never_cloned, p, ids) = wide(count);
+        rewrite(&mut never_cloned, p, &ids);
+        assert_eq!(contents(&t), contents(&never_cloned));
+        assert_eq!(t.digest(), never_cloned.digest());
+        assert_eq!(t.len(), never_cloned.len());
+        assert_eq!(t.lookup("/p/n2"), None);
+        assert!(t.lookup("/p/m0").is_some());
+        assert_eq!(
+            t.ephemerals_of(42).collect::<Vec<_>>(),
+            never_cloned.ephemerals_of(42).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! callers of different identities, multis that succeed and fail, container and TTL cleanup,
 //! and reads of every kind. Every answer (zxid, error, body, watch triggers) and every read
 //! must equal the model's; the whole tree, the sessions and the zxid are compared along the
-//! way and at the end; a snapshot taken half-way is decoded and carried on from; and the same
-//! transactions replayed into a fresh state give the same outcomes and the same digest.
+//! way and at the end; a snapshot taken half-way is decoded and carried on from; the same
+//! transactions replayed into a fresh state give the same outcomes and the same digest; and
+//! copies of the state taken along the way (a snapshot's copy-on-write clones) still encode
+//! to the bytes they had when taken, whatever was written to the state after them.
 //!
 //! Each step of a sequence is one `u64`, expanded into an operation by looking at the model
 //! as it is at that point. So a sequence is a plain `Vec<u64>`, and proptest can shrink a
@@ -35,6 +37,8 @@ const PROPTEST_CASES: u32 = 64;
 const PROPTEST_STEPS_MAX: usize = 3_000;
 /// How often the whole tree is compared, in steps.
 const FULL_COMPARE_EVERY: usize = 97;
+/// How often a copy of the state is taken and kept to the end, in steps.
+const CLONE_EVERY: usize = 211;
 /// Sessions kept open at most, so writes come from a few sessions often.
 const SESSIONS_MAX: usize = 5;
 
@@ -692,8 +696,12 @@ fn run(config: StateConfig, steps: &[u64]) -> Result<(), String> {
     let mut model = Model::new(config.ttl_enabled);
     let mut generator = Generator::new();
     let mut applied = Vec::new();
+    let mut copies = Vec::new();
     compare_all(&state, &model).map_err(|e| format!("initial tree: {e}"))?;
     for (i, &seed) in steps.iter().enumerate() {
+        if i % CLONE_EVERY == 0 {
+            copies.push((i, state.clone(), snapshot::encode(&state)));
+        }
         if i == steps.len() / 2 {
             // Carry on from a snapshot of the state half-way through.
             let bytes = snapshot::encode(&state);
@@ -759,6 +767,15 @@ fn run(config: StateConfig, steps: &[u64]) -> Result<(), String> {
         }
     }
     compare_all(&state, &model).map_err(|e| format!("at the end: {e}"))?;
+    // A copy shares the state's chunks until one side writes: none of the writes since may
+    // show in it.
+    for (i, copy, bytes) in &copies {
+        if snapshot::encode(copy) != *bytes {
+            return Err(format!(
+                "the copy taken at step {i} changed after it was taken"
+            ));
+        }
+    }
     // The same transactions from scratch, without the snapshot, give the same outcomes to the
     // last detail (trigger order, emptied containers) and the same tree, digest for digest.
     let mut replay = State::new(config);
