@@ -493,6 +493,15 @@ pub struct Metrics {
     /// cannot listen there logs an error and serves clients without metrics.
     #[serde(skip)]
     pub listen_default: Option<HostPort>,
+    /// Where `GET /metrics` is served over HTTPS (zoo.cfg: metricsProvider.httpHost and
+    /// httpsPort, ZooKeeper 3.10's). The same address as `listen`: one port taking both, told
+    /// apart by the first byte, as ZooKeeper when httpPort and httpsPort are equal. A server
+    /// that cannot listen there does not start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub https_listen: Option<HostPort>,
+    /// The HTTPS port's key material, client certificates and protocols.
+    #[serde(skip_serializing_if = "crate::tls::MetricsTls::is_default")]
+    pub tls: crate::tls::MetricsTls,
     /// Whether the process_* families (memory, CPU, file descriptors, start time) are served
     /// beside ZooKeeper's and Warden's (zoo.cfg: metricsProvider.exportJvmInfo, whose JVM
     /// families Warden has no equivalent of).
@@ -504,6 +513,8 @@ impl Default for Metrics {
         Metrics {
             listen: None,
             listen_default: None,
+            https_listen: None,
+            tls: crate::tls::MetricsTls::default(),
             process: true,
         }
     }
@@ -520,11 +531,28 @@ impl Metrics {
         }
     }
 
+    /// Whether the plain address is also the HTTPS one, so one listener takes both.
+    pub fn unified(&self) -> bool {
+        self.https_listen.is_some() && self.https_listen == self.address().map(|(a, _)| a.clone())
+    }
+
     fn validate(&self) -> Result<(), InvalidConfig> {
         if self.listen.as_ref().is_some_and(|l| l.host.is_empty()) {
             return Err(InvalidConfig("metrics listen has no host".into()));
         }
-        Ok(())
+        match &self.https_listen {
+            Some(listen) if listen.host.is_empty() => {
+                Err(InvalidConfig("metrics https_listen has no host".into()))
+            }
+            Some(_) => self.tls.validate(),
+            // Settings for a port that does not exist would be read and ignored.
+            None if !self.tls.is_default() => Err(InvalidConfig(
+                "metrics.tls is set but metrics.https_listen is not: set it to serve metrics \
+                 over HTTPS, or remove metrics.tls"
+                    .into(),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -1155,6 +1183,14 @@ mod tests {
             },
             metrics: Metrics {
                 listen: Some(HostPort::new("0.0.0.0", 7000)),
+                https_listen: Some(HostPort::new("0.0.0.0", 7443)),
+                tls: crate::tls::MetricsTls {
+                    key_store: Some(crate::tls::Store::new("/etc/warden/metrics.jks")),
+                    trust_store: Some(crate::tls::Store::new("/etc/warden/scrapers-ca.pem")),
+                    client_auth: crate::tls::ClientAuth::Want,
+                    enabled_protocols: vec!["TLSv1.3".into()],
+                    cipher_suites: vec!["TLS_AES_256_GCM_SHA384".into()],
+                },
                 process: false,
                 ..Metrics::default()
             },
@@ -1263,6 +1299,41 @@ mod tests {
             Config::from_toml_str("tick_time_ms = 500\nsession_timeout_ms_max = 3000").unwrap();
         assert_eq!(config.session_timeout_ms_min, 1000);
         assert_eq!(config.session_timeout_ms_max, 3000);
+    }
+
+    #[test]
+    fn metrics_over_https_needs_its_key_material() {
+        let base = "[metrics]\nhttps_listen = \"127.0.0.1:7443\"\n";
+        let err = |text: &str| Config::from_toml_str(text).unwrap_err().to_string();
+        assert!(err(base).contains("needs a key store"), "{}", err(base));
+        let key = "[metrics.tls]\nkey_store = { location = \"/k.pem\" }\n";
+        // ZooKeeper's default asks every scraper for a certificate: a trust store is needed.
+        let need = format!("{base}{key}");
+        assert!(err(&need).contains("needs a trust store"), "{}", err(&need));
+        let none = format!("{need}client_auth = \"none\"\n");
+        let config = Config::from_toml_str(&none).unwrap();
+        assert!(!config.metrics.unified());
+        let unified = format!("[metrics]\nlisten = \"127.0.0.1:7443\"\n{}", &none[10..]);
+        assert!(Config::from_toml_str(&unified).unwrap().metrics.unified());
+        let tls12 = format!("{none}enabled_protocols = [\"TLSv1.1\"]\n");
+        assert!(
+            err(&tls12).contains("metrics.tls.enabled_protocols"),
+            "{}",
+            err(&tls12)
+        );
+        let suite = format!("{none}cipher_suites = [\"TLS_NOPE\"]\n");
+        assert!(
+            err(&suite).contains("metrics.tls.cipher_suites"),
+            "{}",
+            err(&suite)
+        );
+        // Settings for an HTTPS port that is not there are an error, not silently unused.
+        let orphan = "[metrics.tls]\nclient_auth = \"none\"\n";
+        assert!(
+            err(orphan).contains("https_listen is not"),
+            "{}",
+            err(orphan)
+        );
     }
 
     #[test]

@@ -249,6 +249,8 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("HTTPS for Prometheus metrics: {0}")]
+    MetricsTls(tls::TlsError),
     #[error("cannot listen for other servers on {addr}: {source}")]
     ListenPeers {
         addr: String,
@@ -270,6 +272,8 @@ pub struct Preflight {
     pub transport: Transport,
     /// The admin server's HTTPS context, when it serves HTTPS.
     pub admin_tls: Option<Arc<rustls::ServerConfig>>,
+    /// The metrics endpoint's HTTPS context, when it serves HTTPS.
+    pub metrics_tls: Option<Arc<rustls::ServerConfig>>,
     pub sasl_users: Option<auth::jaas::Users>,
 }
 
@@ -294,10 +298,17 @@ pub fn preflight(config: &Config) -> Result<Preflight, StartError> {
     } else {
         None
     };
+    let metrics_tls = match &config.metrics.https_listen {
+        Some(_) => {
+            Some(tls::metrics_https_config(&config.metrics.tls).map_err(StartError::MetricsTls)?)
+        }
+        None => None,
+    };
     Ok(Preflight {
         tls,
         transport: Transport::new(&config.quorum_tls)?,
         admin_tls,
+        metrics_tls,
         sasl_users: auth::sasl_users(&config.auth)?,
     })
 }
@@ -362,6 +373,7 @@ impl Server {
             tls,
             transport,
             admin_tls,
+            metrics_tls,
             sasl_users,
         } = preflight(&config)?;
         let transport = Arc::new(transport);
@@ -414,6 +426,18 @@ impl Server {
                 source,
             })?;
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let metrics_https_listener =
+            admin::metrics::bind_https(&config.metrics)
+                .await
+                .map_err(|source| StartError::ListenMetrics {
+                    addr: config
+                        .metrics
+                        .https_listen
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                    source,
+                })?;
         let members = member_addrs(&config, &client_addr.to_string());
         let peer_listener = match config.cluster.me().filter(|_| members.len() > 1) {
             Some(me) => Some(
@@ -551,9 +575,23 @@ impl Server {
             )));
         }
         if let Some(metrics_listener) = metrics_listener {
+            let scheme = match &metrics_tls {
+                Some(tls) if ctx.config.metrics.unified() => {
+                    admin::http::Scheme::Either(tls.clone())
+                }
+                _ => admin::http::Scheme::Http,
+            };
             tasks.push(tokio::spawn(admin::metrics::serve(
                 ctx.clone(),
                 metrics_listener,
+                scheme,
+            )));
+        }
+        if let (Some(listener), Some(tls)) = (metrics_https_listener, metrics_tls) {
+            tasks.push(tokio::spawn(admin::metrics::serve(
+                ctx.clone(),
+                listener,
+                admin::http::Scheme::Https(tls),
             )));
         }
         if let Some(peer_listener) = peer_listener {

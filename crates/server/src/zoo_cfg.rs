@@ -183,6 +183,8 @@ struct Reader<'a> {
     request_throttle_max: Option<u32>,
     metrics_host: Option<String>,
     metrics_port: Option<u16>,
+    /// `metricsProvider.httpsPort` (ZooKeeper 3.10).
+    metrics_https_port: Option<u16>,
     /// `enforce.auth.enabled`, `enforce.auth.schemes`, `sessionRequireClientSASLAuth`.
     enforce_auth: Option<At<bool>>,
     enforce_auth_schemes: Vec<String>,
@@ -225,6 +227,7 @@ impl<'a> Reader<'a> {
             request_throttle_max: None,
             metrics_host: None,
             metrics_port: None,
+            metrics_https_port: None,
             enforce_auth: None,
             enforce_auth_schemes: Vec::new(),
             require_sasl: false,
@@ -372,9 +375,12 @@ impl<'a> Reader<'a> {
             "metricsProvider.className" => self.metrics_provider(p),
             "metricsProvider.httpHost" => self.metrics_host = Some(self.host(p)?),
             "metricsProvider.httpPort" => self.metrics_port = Some(self.port(p, 0)?),
-            "metricsProvider.httpsPort" | "metricsProvider.httpsHost" => {
-                self.unsupported(p, "TLS for metrics; they are served over plain HTTP");
-            }
+            "metricsProvider.httpsPort" => self.metrics_https_port = Some(self.port(p, 0)?),
+            "metricsProvider.httpsHost" => self.unsupported(
+                p,
+                "ZooKeeper's provider has no such key: HTTPS is served on metricsProvider.httpHost",
+            ),
+            _ if key.starts_with("metricsProvider.ssl.") => self.metrics_tls_key(p)?,
             // The JVM's families have no equivalent; the process's are what is left of them.
             "metricsProvider.exportJvmInfo" => self.config.metrics.process = self.boolean(p)?,
             _ if key.starts_with("metricsProvider.") => {}
@@ -878,11 +884,16 @@ impl<'a> Reader<'a> {
         };
         // As ZooKeeper: a metrics endpoint only with the Prometheus provider, on
         // 0.0.0.0:7000 unless the file names an address or port. Only a named one is fatal
-        // when taken.
+        // when taken. With httpsPort (ZooKeeper 3.10), HTTPS on it, and plain HTTP only if
+        // httpPort is set too; httpHost is the host of both.
         if self.prometheus {
             let metrics = &mut self.config.metrics;
             let default = HostPort::new(WILDCARD_HOST, PROMETHEUS_PORT_DEFAULT);
-            if self.metrics_host.is_some() || self.metrics_port.is_some() {
+            if let Some(https_port) = self.metrics_https_port {
+                let host = self.metrics_host.take().unwrap_or(default.host);
+                metrics.https_listen = Some(HostPort::new(host.clone(), https_port));
+                metrics.listen = self.metrics_port.map(|port| HostPort::new(host, port));
+            } else if self.metrics_host.is_some() || self.metrics_port.is_some() {
                 metrics.listen = Some(HostPort::new(
                     self.metrics_host.take().unwrap_or(default.host),
                     self.metrics_port.unwrap_or(default.port),

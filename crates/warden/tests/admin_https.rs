@@ -4,13 +4,9 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use support::http::{self, Reply};
 use support::pki::Pki;
 use support::servers::temp_dir;
@@ -41,34 +37,14 @@ fn get_tls(
     path: &str,
     identity: Option<&str>,
 ) -> std::io::Result<Reply> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(pki.path("ca.pem")).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let config = match identity {
-        None => builder.with_no_client_auth(),
-        Some(name) => {
-            let chain = CertificateDer::pem_file_iter(pki.path(&format!("{name}.pem")))
-                .unwrap()
-                .map(|c| c.unwrap())
-                .collect();
-            let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{name}.key"))).unwrap();
-            builder.with_client_auth_cert(chain, key).unwrap()
-        }
-    };
-    let name = ServerName::try_from("127.0.0.1").unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let socket = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    socket.set_read_timeout(Some(Duration::from_secs(10)))?;
-    http::request_over(
-        rustls::StreamOwned::new(connection, socket),
-        addr,
-        "GET",
-        path,
-        &[],
-    )
+    let identity = identity.map(|name| {
+        (
+            pki.path(&format!("{name}.pem")),
+            pki.path(&format!("{name}.key")),
+        )
+    });
+    let client = http::tls_client(&pki.path("ca.pem"), identity, rustls::ALL_VERSIONS);
+    http::get_tls(client, addr, path)
 }
 
 fn assert_ruok(reply: &Reply) {
@@ -87,15 +63,7 @@ fn force_https_serves_https_only_with_hsts() {
         Some("max-age=86400")
     );
     // A plain HTTP request gets no HTTP answer (at most a TLS alert), and a log line.
-    let mut plain = TcpStream::connect(warden.admin_addr()).unwrap();
-    plain
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    plain
-        .write_all(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = plain.read_to_end(&mut answer);
+    let answer = http::plain_to_tls_port(warden.admin_addr(), "/commands/ruok");
     assert!(!answer.starts_with(b"HTTP/"), "{answer:?}");
     support::warden::wait_for("the refusal logged", Duration::from_secs(5), || {
         warden.log().contains("TLS handshake failed")

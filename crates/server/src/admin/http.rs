@@ -54,7 +54,7 @@ pub async fn bind(admin: &Admin) -> std::io::Result<Option<TcpListener>> {
 
 /// Whether connections are HTTP, HTTPS, or either.
 #[derive(Clone)]
-pub(super) enum Scheme {
+pub enum Scheme {
     Http,
     Https(Arc<rustls::ServerConfig>),
     /// Told apart by the first byte.

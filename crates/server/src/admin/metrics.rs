@@ -122,21 +122,34 @@ pub async fn bind(metrics: &Metrics) -> std::io::Result<Option<TcpListener>> {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until the task is aborted.
-pub async fn serve(ctx: Arc<Context>, listener: TcpListener) {
+/// Binds the HTTPS listener (`metrics.https_listen`) when it has an address of its own; an
+/// address shared with the plain listener is served by that one (`Metrics::unified`).
+/// Failing to bind is fatal: the address was named.
+pub async fn bind_https(metrics: &Metrics) -> std::io::Result<Option<TcpListener>> {
+    match &metrics.https_listen {
+        Some(listen) if !metrics.unified() => {
+            TcpListener::bind((listen.host.as_str(), listen.port))
+                .await
+                .map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is aborted: over plain HTTP, HTTPS, or
+/// either as `scheme` says.
+pub async fn serve(ctx: Arc<Context>, listener: TcpListener, scheme: http::Scheme) {
     let addr = listener.local_addr().ok();
-    tracing::info!(?addr, "serving Prometheus metrics on /metrics");
+    let over = match scheme {
+        http::Scheme::Http => "HTTP",
+        http::Scheme::Https(_) => "HTTPS",
+        http::Scheme::Either(_) => "HTTP and HTTPS",
+    };
+    tracing::info!(?addr, "serving Prometheus metrics on /metrics over {over}");
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(ctx);
-    http::serve_app(
-        listener,
-        app,
-        http::Scheme::Http,
-        IDLE_TIMEOUT,
-        "a metrics connection",
-    )
-    .await;
+    http::serve_app(listener, app, scheme, IDLE_TIMEOUT, "a metrics connection").await;
 }
 
 async fn metrics(State(ctx): State<Arc<Context>>) -> Response {

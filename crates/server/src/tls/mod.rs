@@ -4,13 +4,14 @@
 //! rustls, the `x509` identity of a client certificate, and stores read again when their files
 //! change.
 //!
-//! - `settings`: the `[tls]` config and its checks;
+//! - `settings`: the `[tls]`, `[quorum_tls]` and `[metrics.tls]` config and their checks;
 //! - `store`: reading key and trust stores;
 //! - `verify`: client certificates as the JDK takes them (X.509 v1 included);
 //! - `dn`: a certificate subject in ZooKeeper's x509 id form (RFC 2253);
 //! - `quorum`: TLS between the servers of a cluster;
-//! - here: the rustls server config built from all that, its reloading, and the accepting of
-//!   a client connection up to the point where `connection` takes it over.
+//! - here: the rustls server config built from all that (for the client ports, and the HTTPS
+//!   of the admin server and of the metrics endpoint), its reloading, and the accepting of a
+//!   client connection up to the point where `connection` takes it over.
 
 pub mod dn;
 pub mod quorum;
@@ -32,7 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use settings::Protocols;
-pub use settings::{ClientAuth, QuorumTls, Store, Tls};
+pub use settings::{ClientAuth, MetricsTls, QuorumTls, Store, Tls};
 pub use store::StoreError;
 
 use crate::config::InvalidConfig;
@@ -112,12 +113,16 @@ pub(crate) fn versions_and_suites(
         asked.enabled.iter().map(String::as_str).collect()
     };
     for name in wanted {
+        if !["TLSv1.3", "TLSv1.2"].contains(&name) {
+            return Err(InvalidConfig(format!(
+                "{zoo}enabledProtocols ({toml}enabled_protocols) names {name:?}: Warden's TLS \
+                 (rustls) does TLSv1.3 and TLSv1.2 only"
+            )));
+        }
         if !allowed.contains(&name) {
             return Err(InvalidConfig(format!(
-                "{zoo}enabledProtocols ({toml}enabled_protocols) names {name:?}, which {} does \
-                 not allow here: Warden's TLS (rustls) does TLSv1.3 and TLSv1.2 only, and \
-                 {zoo}protocol={} allows {}",
-                asked.protocol,
+                "{zoo}enabledProtocols ({toml}enabled_protocols) names {name:?}, which \
+                 {zoo}protocol={} does not allow: it allows {}",
                 asked.protocol,
                 allowed.join(", ")
             )));
@@ -258,17 +263,21 @@ fn client_verifier(
     )))
 }
 
-/// The rustls server config `tls` describes, its files read now.
-fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
-    let (provider, versions) = provider(&tls.protocols())?;
-    let key_store = tls
-        .key_store
-        .as_ref()
-        .ok_or_else(|| InvalidConfig("TLS needs a key store (ssl.keyStore.location)".into()))?;
+/// A server context showing `key_store`'s key, with the protocols and suites `asked` for;
+/// with `client_auth` want or need, client certificates are checked against `trust_store`
+/// (none: none is asked for). Its files are read now. The client ports, the admin server and
+/// the metrics endpoint all build theirs here.
+fn server_config(
+    key_store: &Store,
+    trust_store: Option<&Store>,
+    client_auth: ClientAuth,
+    asked: &Protocols<'_>,
+) -> Result<ServerConfig, TlsError> {
+    let (provider, versions) = provider(asked)?;
     let certified = certified_key(&provider, key_store)?;
     let builder =
         ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
-    let builder = match (tls.client_auth, &tls.trust_store) {
+    let builder = match (client_auth, trust_store) {
         (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
         (auth, Some(trust_store)) => builder.with_client_cert_verifier(client_verifier(
             &provider,
@@ -276,9 +285,52 @@ fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
             auth == ClientAuth::Want,
         )?),
     };
-    Ok(Arc::new(
-        builder.with_cert_resolver(Arc::new(OneCert(certified))),
-    ))
+    Ok(builder.with_cert_resolver(Arc::new(OneCert(certified))))
+}
+
+/// [`server_config`] for an HTTP server: it says HTTP/1.1 by ALPN, as Jetty does, for
+/// clients that ask.
+pub(crate) fn https_server_config(
+    key_store: &Store,
+    trust_store: Option<&Store>,
+    client_auth: ClientAuth,
+    asked: &Protocols<'_>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let mut config = server_config(key_store, trust_store, client_auth, asked)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The HTTPS context of the Prometheus endpoint (`metricsProvider.ssl.*`); its settings were
+/// checked by `MetricsTls::validate`, which the config's validation runs.
+pub fn metrics_https_config(tls: &MetricsTls) -> Result<Arc<ServerConfig>, TlsError> {
+    let key_store = tls.key_store.as_ref().ok_or_else(|| {
+        InvalidConfig(
+            "HTTPS for metrics needs a key store (metricsProvider.ssl.keyStore.location; \
+             TOML metrics.tls.key_store)"
+                .into(),
+        )
+    })?;
+    https_server_config(
+        key_store,
+        tls.trust_store.as_ref(),
+        tls.client_auth,
+        &tls.protocols(),
+    )
+}
+
+/// The rustls server config `tls` describes, its files read now.
+fn build(tls: &Tls) -> Result<Arc<ServerConfig>, TlsError> {
+    let key_store = tls
+        .key_store
+        .as_ref()
+        .ok_or_else(|| InvalidConfig("TLS needs a key store (ssl.keyStore.location)".into()))?;
+    Ok(Arc::new(server_config(
+        key_store,
+        tls.trust_store.as_ref(),
+        tls.client_auth,
+        &tls.protocols(),
+    )?))
 }
 
 /// When a store file was last changed, and its size: what tells a changed file.

@@ -21,7 +21,9 @@ use rustls::{
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::{OneCert, QuorumTls, Reloading, TlsError, certified_key, client_verifier, provider};
+use super::{
+    ClientAuth, OneCert, QuorumTls, Reloading, TlsError, certified_key, client_verifier, provider,
+};
 use crate::config::InvalidConfig;
 
 /// The two ends of a peer connection, plain or TLS.
@@ -165,15 +167,9 @@ pub fn https_config(
                 .into(),
         )
     })?;
-    let (provider, versions) = provider(&settings.protocols())?;
-    let certified = certified_key(&provider, key_store)?;
-    let builder =
-        ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
-    let builder = match (&settings.trust_store, need_client_auth) {
-        (_, false) => builder.with_no_client_auth(),
-        (Some(trust_store), true) => {
-            builder.with_client_cert_verifier(client_verifier(&provider, trust_store, false)?)
-        }
+    let client_auth = match (&settings.trust_store, need_client_auth) {
+        (_, false) => ClientAuth::None,
+        (Some(_), true) => ClientAuth::Need,
         (None, true) => {
             return Err(InvalidConfig(
                 "admin.needClientAuth needs ssl.quorum.trustStore.location (TOML: \
@@ -183,9 +179,12 @@ pub fn https_config(
             .into());
         }
     };
-    let mut config = builder.with_cert_resolver(Arc::new(OneCert(certified)));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    super::https_server_config(
+        key_store,
+        settings.trust_store.as_ref(),
+        client_auth,
+        &settings.protocols(),
+    )
 }
 
 /// Splits a TLS stream into the boxed halves the peer protocol reads and writes.

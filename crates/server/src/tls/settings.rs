@@ -243,6 +243,86 @@ impl QuorumTls {
     }
 }
 
+/// TLS for the Prometheus endpoint's HTTPS port, as ZooKeeper 3.10's
+/// PrometheusMetricsProvider reads its `metricsProvider.ssl.*` keys (docs/metrics.md). Read
+/// only when `metrics.https_listen` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsTls {
+    /// The endpoint's key and certificate chain (`metricsProvider.ssl.keyStore.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_store: Option<Store>,
+    /// The certificates a scraper's certificate must chain to
+    /// (`metricsProvider.ssl.trustStore.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust_store: Option<Store>,
+    /// Whether a scraper must show a certificate (`metricsProvider.ssl.need.client.auth` and
+    /// `.want.client.auth`, both true by default in ZooKeeper: need).
+    pub client_auth: ClientAuth,
+    /// As `tls.enabled_protocols` (`metricsProvider.ssl.enabledProtocols`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub enabled_protocols: Vec<String>,
+    /// As `tls.cipher_suites` (`metricsProvider.ssl.ciphersuites`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cipher_suites: Vec<String>,
+}
+
+impl Default for MetricsTls {
+    fn default() -> Self {
+        MetricsTls {
+            key_store: None,
+            trust_store: None,
+            client_auth: ClientAuth::Need,
+            enabled_protocols: Vec::new(),
+            cipher_suites: Vec::new(),
+        }
+    }
+}
+
+impl MetricsTls {
+    pub fn is_default(&self) -> bool {
+        *self == MetricsTls::default()
+    }
+
+    /// Checks what HTTPS for metrics needs.
+    pub(crate) fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.key_store.is_none() {
+            return Err(InvalidConfig(
+                "HTTPS for metrics (metrics.https_listen; zoo.cfg metricsProvider.httpsPort) \
+                 needs a key store (metrics.tls.key_store; zoo.cfg \
+                 metricsProvider.ssl.keyStore.location)"
+                    .into(),
+            ));
+        }
+        if self.client_auth != ClientAuth::None && self.trust_store.is_none() {
+            return Err(InvalidConfig(format!(
+                "metrics.tls.client_auth = {} (zoo.cfg metricsProvider.ssl.need.client.auth, \
+                 true by default as in ZooKeeper) needs a trust store to check scrapers' \
+                 certificates against (metrics.tls.trust_store; zoo.cfg \
+                 metricsProvider.ssl.trustStore.location); or set it to none \
+                 (metricsProvider.ssl.need.client.auth=false)",
+                self.client_auth
+            )));
+        }
+        for store in self.key_store.iter().chain(&self.trust_store) {
+            store.store_type()?;
+        }
+        crate::tls::versions_and_suites(&self.protocols()).map(|_| ())
+    }
+
+    pub(crate) fn protocols(&self) -> Protocols<'_> {
+        Protocols {
+            // ZooKeeper's provider has no protocol key: Jetty's context is "TLS", which
+            // allows every version the JDK has.
+            protocol: "TLS",
+            enabled: &self.enabled_protocols,
+            cipher_suites: &self.cipher_suites,
+            zoo_cfg_prefix: "metricsProvider.ssl.",
+            toml_prefix: "metrics.tls.",
+        }
+    }
+}
+
 /// The protocol versions and cipher suites a TLS context is asked for, with the names of the
 /// settings that ask, for error messages.
 pub(crate) struct Protocols<'a> {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::config::{Cluster, Member};
+use crate::tls::ClientAuth;
 
 /// A temporary directory holding zoo.cfg files; `@DIR@` in a file's text stands for it.
 struct Scratch {
@@ -463,6 +464,105 @@ fn admin_and_metrics_endpoints() {
 }
 
 #[test]
+fn metrics_over_https_as_zookeeper_3_10_reads_it() {
+    let prometheus = "metricsProvider.className=\
+                      org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+                      metricsProvider.httpHost=127.0.0.1\n";
+    let stores = "metricsProvider.ssl.keyStore.location=/m/key.p12\n\
+                  metricsProvider.ssl.keyStore.password=kp\n\
+                  metricsProvider.ssl.keyStore.type=PKCS12\n\
+                  metricsProvider.ssl.trustStore.location=/m/ca.pem\n";
+    let c = config(&format!(
+        "{prometheus}metricsProvider.httpPort=7000\nmetricsProvider.httpsPort=7443\n{stores}\
+         metricsProvider.ssl.enabledProtocols=TLSv1.3, TLSv1.2\n\
+         metricsProvider.ssl.ciphersuites=TLS_AES_128_GCM_SHA256,\
+         TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"
+    ));
+    let m = &c.metrics;
+    assert_eq!(m.listen, Some(HostPort::new("127.0.0.1", 7000)));
+    assert_eq!(m.https_listen, Some(HostPort::new("127.0.0.1", 7443)));
+    assert!(!m.unified());
+    let key_store = m.tls.key_store.as_ref().unwrap();
+    assert_eq!(key_store.location, PathBuf::from("/m/key.p12"));
+    assert_eq!(key_store.password.as_deref(), Some("kp"));
+    assert_eq!(key_store.kind.as_deref(), Some("PKCS12"));
+    assert_eq!(
+        m.tls.trust_store.as_ref().unwrap().location,
+        PathBuf::from("/m/ca.pem")
+    );
+    // ZooKeeper's secure default: need.client.auth and want.client.auth true.
+    assert_eq!(m.tls.client_auth, ClientAuth::Need);
+    assert_eq!(m.tls.enabled_protocols, ["TLSv1.3", "TLSv1.2"]);
+    assert_eq!(
+        m.tls.cipher_suites,
+        [
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+        ]
+    );
+
+    // httpsPort alone: HTTPS only, no plain endpoint on 7000 (ZooKeeper 3.10).
+    let only = config(&format!(
+        "{prometheus}metricsProvider.httpsPort=7443\n{stores}"
+    ));
+    assert_eq!(only.metrics.address(), None);
+    // Equal ports: one port for both.
+    let unified = config(&format!(
+        "{prometheus}metricsProvider.httpPort=7443\nmetricsProvider.httpsPort=7443\n{stores}"
+    ));
+    assert!(unified.metrics.unified());
+
+    let auth = |need: &str, want: &str, trust: bool| {
+        let trust = if trust {
+            "metricsProvider.ssl.trustStore.location=/m/ca.pem\n"
+        } else {
+            ""
+        };
+        config(&format!(
+            "{prometheus}metricsProvider.httpsPort=7443\n\
+             metricsProvider.ssl.keyStore.location=/m/key.pem\n{trust}{need}{want}"
+        ))
+        .metrics
+        .tls
+        .client_auth
+    };
+    let no_need = "metricsProvider.ssl.need.client.auth=false\n";
+    let no_want = "metricsProvider.ssl.want.client.auth=false\n";
+    assert_eq!(auth(no_need, "", true), ClientAuth::Want);
+    assert_eq!(auth(no_need, no_want, true), ClientAuth::None);
+    // want with nothing to check a certificate against asks for none.
+    assert_eq!(auth(no_need, "", false), ClientAuth::None);
+    // need without a trust store is refused, as ZooKeeper refuses it.
+    assert!(
+        invalid(&format!(
+            "{prometheus}metricsProvider.httpsPort=7443\n\
+             metricsProvider.ssl.keyStore.location=/m/key.pem\n"
+        ))
+        .contains("needs a trust store")
+    );
+    assert!(
+        invalid(&format!("{prometheus}metricsProvider.httpsPort=7443\n"))
+            .contains("metricsProvider.ssl.keyStore.location")
+    );
+    assert!(load("metricsProvider.httpsPort=x\n").is_err());
+
+    // Without httpsPort ZooKeeper reads no ssl key: warned about, and no HTTPS.
+    let (c, warned) = load(&format!("{prometheus}{stores}")).unwrap();
+    assert_eq!(c.metrics.https_listen, None);
+    assert!(c.metrics.tls.is_default());
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0].key, "metricsProvider.ssl.keyStore.location");
+    assert_eq!(warned[0].line, 5);
+    // Nor without the Prometheus provider.
+    let (c, _) = load(&format!("metricsProvider.httpsPort=7443\n{stores}")).unwrap();
+    assert_eq!(c.metrics.https_listen, None);
+    assert_eq!(
+        warnings("metricsProvider.ssl.keyStore.locaton=/k\n")[0].2,
+        WarningKind::UnknownKey
+    );
+}
+
+#[test]
 fn properties_syntax_as_java_reads_it() {
     let c = config(
         "  # indented comment\n\
@@ -681,7 +781,7 @@ fn tls_settings_are_read_as_zookeeper_reads_them() {
         crate::tls::settings::StoreType::Jks
     );
     assert_eq!(t.trust_store.as_ref().unwrap().kind.as_deref(), Some("PEM"));
-    assert_eq!(t.client_auth, crate::tls::ClientAuth::Want);
+    assert_eq!(t.client_auth, ClientAuth::Want);
     assert_eq!(t.protocol, "TLSv1.2");
     assert_eq!(t.enabled_protocols, ["TLSv1.2"]);
     assert_eq!(t.cipher_suites.len(), 2);

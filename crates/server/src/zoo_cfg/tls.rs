@@ -3,12 +3,13 @@
 //! `ClientX509Util` for the `ssl.*` and `client.*` system properties) into
 //! [`crate::tls::Tls`], and between servers (`QuorumPeerConfig` for `sslQuorum`,
 //! `portUnification` and `sslQuorumReloadCertFiles`; `QuorumX509Util` for `ssl.quorum.*`) into
-//! [`crate::tls::QuorumTls`].
+//! [`crate::tls::QuorumTls`]; and the Prometheus endpoint's HTTPS (ZooKeeper 3.10's
+//! `PrometheusMetricsProvider` for `metricsProvider.ssl.*`) into [`crate::tls::MetricsTls`].
 
 use std::path::PathBuf;
 
 use super::properties::Property;
-use super::{At, Reader, WarningKind, java_trim};
+use super::{At, Reader, Warning, WarningKind, java_trim};
 use crate::config::{ConfigError, HostPort, WILDCARD_HOST};
 use crate::tls::{ClientAuth, Store};
 
@@ -21,6 +22,14 @@ pub(super) struct TlsKeys {
     trust_store: StoreKeys,
     quorum_key_store: StoreKeys,
     quorum_trust_store: StoreKeys,
+    metrics_key_store: StoreKeys,
+    metrics_trust_store: StoreKeys,
+    /// `metricsProvider.ssl.need.client.auth` and `.want.client.auth`.
+    metrics_need_client_auth: Option<bool>,
+    metrics_want_client_auth: Option<bool>,
+    /// The first `metricsProvider.ssl.*` key, and its line: what is warned about when there
+    /// is no HTTPS port for them to apply to.
+    metrics_first_key: Option<At<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -202,6 +211,82 @@ impl Reader<'_> {
         Ok(true)
     }
 
+    /// A `metricsProvider.ssl.*` key, as ZooKeeper 3.10's PrometheusMetricsProvider reads it.
+    pub(super) fn metrics_tls_key(&mut self, p: &Property) -> Result<(), ConfigError> {
+        let rest = &p.key["metricsProvider.ssl.".len()..];
+        if self.tls.metrics_first_key.is_none() {
+            self.tls.metrics_first_key = Some(self.at(p, p.key.clone()));
+        }
+        let tls = &mut self.config.metrics.tls;
+        match rest {
+            "enabledProtocols" => tls.enabled_protocols = list(&p.value),
+            "ciphersuites" => tls.cipher_suites = list(&p.value),
+            "need.client.auth" => self.tls.metrics_need_client_auth = Some(self.boolean(p)?),
+            "want.client.auth" => self.tls.metrics_want_client_auth = Some(self.boolean(p)?),
+            _ => {
+                let Some((store, field)) = rest
+                    .strip_prefix("keyStore.")
+                    .map(|f| (&mut self.tls.metrics_key_store, f))
+                    .or_else(|| {
+                        rest.strip_prefix("trustStore.")
+                            .map(|f| (&mut self.tls.metrics_trust_store, f))
+                    })
+                else {
+                    self.warn(p, WarningKind::UnknownKey);
+                    return Ok(());
+                };
+                if !store.set(field, p) {
+                    self.warn(p, WarningKind::UnknownKey);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The metrics endpoint's HTTPS stores and client certificate policy, once the file says
+    /// whether it has an HTTPS port (`resolve_endpoints`).
+    fn resolve_metrics_tls(&mut self, keys: &mut TlsKeys) -> Result<(), ConfigError> {
+        if self.config.metrics.https_listen.is_none() {
+            // ZooKeeper reads them only with httpsPort; kept, they would be settings of a
+            // port that is not there.
+            self.config.metrics.tls = crate::tls::MetricsTls::default();
+            if let Some(first) = keys.metrics_first_key.take() {
+                self.warnings.push(Warning {
+                    path: self.path.to_path_buf(),
+                    line: first.line,
+                    key: first.value,
+                    kind: WarningKind::Unsupported(
+                        "metricsProvider.ssl.* apply only with the Prometheus provider and \
+                         metricsProvider.httpsPort, as in ZooKeeper",
+                    ),
+                });
+            }
+            return Ok(());
+        }
+        let key_store = self.store(
+            std::mem::take(&mut keys.metrics_key_store),
+            "metricsProvider.ssl.keyStore",
+        )?;
+        let trust_store = self.store(
+            std::mem::take(&mut keys.metrics_trust_store),
+            "metricsProvider.ssl.trustStore",
+        )?;
+        // ZooKeeper's "secure default": both true, and need wins (Jetty). want with no trust
+        // store has nothing to check a certificate against, so none is asked for; need with
+        // none is the error `MetricsTls::validate` gives, as ZooKeeper refuses it too.
+        let need = keys.metrics_need_client_auth.unwrap_or(true);
+        let want = keys.metrics_want_client_auth.unwrap_or(true);
+        let tls = &mut self.config.metrics.tls;
+        tls.client_auth = match (need, want, &trust_store) {
+            (true, _, _) => ClientAuth::Need,
+            (false, true, Some(_)) => ClientAuth::Want,
+            (false, _, _) => ClientAuth::None,
+        };
+        tls.key_store = key_store;
+        tls.trust_store = trust_store;
+        Ok(())
+    }
+
     /// Whether the file names a secure client port and no plain one (ZooKeeper then serves
     /// TLS clients only).
     pub(super) fn tls_only(&self) -> bool {
@@ -213,7 +298,8 @@ impl Reader<'_> {
     /// The secure client port's address, and the stores with their passwords.
     pub(super) fn resolve_tls(&mut self) -> Result<(), ConfigError> {
         let tls_only = self.tls_only();
-        let keys = std::mem::take(&mut self.tls);
+        let mut keys = std::mem::take(&mut self.tls);
+        self.resolve_metrics_tls(&mut keys)?;
         match (keys.secure_port, keys.secure_address) {
             (Some(port), address) => {
                 let host = address.map_or_else(|| WILDCARD_HOST.to_owned(), |a| a.value);

@@ -4,7 +4,12 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 #[derive(Debug)]
 pub struct Reply {
@@ -47,6 +52,68 @@ pub fn request_with_body(
 ) -> std::io::Result<Reply> {
     let (status, headers, body) = exchange(addr, method, path, headers, body)?;
     text_reply(status, headers, body)
+}
+
+/// A client's TLS: trusts the CA certificates in `ca_pem`, shows `identity` (its certificate
+/// chain and key, PEM files) when asked if it has one, offers only `versions`.
+pub fn tls_client(
+    ca_pem: &Path,
+    identity: Option<(PathBuf, PathBuf)>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca_pem).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_protocol_versions(versions)
+        .with_root_certificates(roots);
+    Arc::new(match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => {
+            let chain = CertificateDer::pem_file_iter(chain)
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+            let key = PrivateKeyDer::from_pem_file(key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    })
+}
+
+/// `GET path` over TLS as `config` says, the server named by `addr`'s IP address. An error
+/// when the handshake fails.
+pub fn get_tls(
+    config: Arc<rustls::ClientConfig>,
+    addr: SocketAddr,
+    path: &str,
+) -> std::io::Result<Reply> {
+    let name = ServerName::IpAddress(addr.ip().into());
+    let connection = rustls::ClientConnection::new(config, name).unwrap();
+    let socket = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+    request_over(
+        rustls::StreamOwned::new(connection, socket),
+        addr,
+        "GET",
+        path,
+        &[],
+    )
+}
+
+/// A plain HTTP `GET path` sent to a port that expects TLS: the bytes it answers, read until
+/// it closes (an HTTP server would answer `HTTP/1.1 ...`).
+pub fn plain_to_tls_port(addr: SocketAddr, path: &str) -> Vec<u8> {
+    let mut plain = TcpStream::connect(addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer);
+    answer
 }
 
 /// [`request`] over a connection already made (a TLS one, say) to `addr`.
