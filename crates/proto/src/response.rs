@@ -127,7 +127,19 @@ pub enum OpResult {
     Error(ErrorCode),
 }
 
+/// Room enough for a reply header and a stat, besides a reply's data.
+const REPLY_ROOM_BYTES: usize = 128;
+
 impl Response {
+    /// The bytes of node data the reply carries. A frame is sized for them up front: grown by
+    /// doubling, a 1 MB getData reply was copied twice and held 2 MB (docs/benchmarks.md).
+    fn data_len(&self) -> usize {
+        match self {
+            Response::GetData { data, .. } => data.as_ref().map_or(0, Vec::len),
+            _ => 0,
+        }
+    }
+
     /// Decodes the body of a successful reply to a request of type `op`.
     pub fn decode(op: OpCode, r: &mut Reader<'_>) -> Result<Response, DecodeError> {
         Ok(match op {
@@ -242,7 +254,7 @@ impl Response {
     /// Encodes a whole reply payload (without the length prefix): the header, then the body
     /// only if the reply is a success, as ZooKeeper does.
     pub fn encode_frame(header: &ReplyHeader, body: &Response) -> Vec<u8> {
-        let mut w = Writer::new();
+        let mut w = Writer::with_capacity(REPLY_ROOM_BYTES + body.data_len());
         header.encode(&mut w);
         if header.err.is_ok() {
             body.encode(&mut w);
@@ -338,6 +350,22 @@ fn encode_results(results: &[OpResult], w: &mut Writer) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_reply_is_encoded_into_one_allocation_of_its_size() {
+        let header = ReplyHeader {
+            xid: 1,
+            zxid: 2,
+            err: ErrorCode::OK,
+        };
+        let body = Response::GetData {
+            data: Some(vec![7; 1_000_000]),
+            stat: Stat::default(),
+        };
+        let bytes = Response::encode_frame(&header, &body);
+        assert!(bytes.len() > 1_000_000);
+        assert!(bytes.capacity() <= 1_000_000 + REPLY_ROOM_BYTES);
+    }
 
     #[test]
     fn error_reply_carries_no_body() {

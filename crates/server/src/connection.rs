@@ -37,6 +37,9 @@ use crate::writes::Target;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Bytes gathered into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
+/// The longest a connection works through its client's requests before it lets the other
+/// tasks of its runtime thread run.
+const BUSY_PER_WAKE_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// How long a handshake waits before it asks the leader for a read index again.
 const CATCH_UP_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Bytes of the session password a new session gets, as ZooKeeper's.
@@ -146,10 +149,30 @@ impl FrameReader {
     }
 }
 
-/// Sends what the replica queues for this client, gathering small frames into larger writes.
+/// Sends what the replica queues for this client until the queue closes, or until the client
+/// is cut off for not reading (then at once: what is queued would never drain).
 async fn write_loop(mut socket: ClientWrite, mut queue: OutboundQueue) {
+    let cut_off = queue.cut_off();
+    let cut = tokio::select! {
+        () = send_queued(&mut socket, &mut queue) => false,
+        () = cut_off => true,
+    };
+    if cut {
+        // Up to limits.outbound_queue_bytes_per_session_max of frames (64 MiB by default),
+        // freed on a blocking thread: freeing 64 MiB took 25 ms, a runtime thread other
+        // clients wait for (docs/benchmarks.md). No shutdown either: a TLS close_notify
+        // would wait behind a client that does not read.
+        drop(socket);
+        tokio::task::spawn_blocking(move || drop(queue));
+    } else {
+        let _ = socket.shutdown().await;
+    }
+}
+
+/// Sends the queue's frames, gathering small ones into larger writes, until it closes.
+async fn send_queued(socket: &mut ClientWrite, queue: &mut OutboundQueue) {
     let mut buf = Vec::with_capacity(WRITE_BATCH_BYTES);
-    'outer: while let Some(first) = queue.recv().await {
+    while let Some(first) = queue.recv().await {
         let mut item = Some(first);
         let mut close = false;
         let mut payload_bytes = 0;
@@ -171,16 +194,15 @@ async fn write_loop(mut socket: ClientWrite, mut queue: OutboundQueue) {
         }
         if !buf.is_empty() {
             if socket.write_all(&buf).await.is_err() {
-                break 'outer;
+                return;
             }
             queue.sent(payload_bytes);
             buf.clear();
         }
         if close {
-            break;
+            return;
         }
     }
-    let _ = socket.shutdown().await;
 }
 
 /// Whether a request this server answers alone reads the tree (and so is made linearizable
@@ -337,6 +359,7 @@ impl Session {
     async fn run(&mut self, reader: &mut FrameReader, wakers: &Wakers) -> Result<(), Closed> {
         self.handshake(reader).await?;
         let outstanding_max = self.ctx.config.limits.outstanding_requests_per_session_max as usize;
+        let mut busy_since = Instant::now();
         loop {
             while self.ctx.replica().outstanding(self.connection) >= outstanding_max {
                 self.wait_progress(wakers).await;
@@ -351,6 +374,14 @@ impl Session {
                 }
             };
             self.request(&payload, wakers).await?;
+            // Thousands of pipelined requests arrive in one socket read, and nothing above
+            // waits while they are buffered: without a bound on the work per wake-up, one
+            // client held a runtime thread for 1 to 4 s (1 MB reads, docs/benchmarks.md)
+            // while the other clients and the IO driver waited.
+            if busy_since.elapsed() >= BUSY_PER_WAKE_MAX {
+                tokio::task::yield_now().await;
+                busy_since = Instant::now();
+            }
         }
     }
 

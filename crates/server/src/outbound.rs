@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// What the writer task is asked to do.
 #[derive(Debug)]
@@ -22,6 +22,7 @@ pub struct Outbound {
     tx: mpsc::UnboundedSender<Out>,
     queued_bytes: Arc<AtomicU64>,
     overflowed: Arc<AtomicBool>,
+    cut_off: Arc<Notify>,
     queued_bytes_max: u64,
 }
 
@@ -30,25 +31,34 @@ pub struct Outbound {
 pub struct OutboundQueue {
     rx: mpsc::UnboundedReceiver<Out>,
     queued_bytes: Arc<AtomicU64>,
+    /// Signalled once, when the byte bound is passed.
+    cut_off: Arc<Notify>,
 }
 
 pub fn channel(queued_bytes_max: u64) -> (Outbound, OutboundQueue) {
     let (tx, rx) = mpsc::unbounded_channel();
     let queued_bytes = Arc::new(AtomicU64::new(0));
+    let cut_off = Arc::new(Notify::new());
     (
         Outbound {
             tx,
             queued_bytes: queued_bytes.clone(),
             overflowed: Arc::new(AtomicBool::new(false)),
+            cut_off: cut_off.clone(),
             queued_bytes_max,
         },
-        OutboundQueue { rx, queued_bytes },
+        OutboundQueue {
+            rx,
+            queued_bytes,
+            cut_off,
+        },
     )
 }
 
 impl Outbound {
-    /// Queues one frame. Past the byte bound the frame is dropped and the connection closed:
-    /// the client can no longer be given a gap-free stream.
+    /// Queues one frame. Past the byte bound the frame is dropped and the connection closed
+    /// at once, what is queued unsent: the client can no longer be given a gap-free stream,
+    /// and a client that does not read would never let the queue drain to a close behind it.
     pub fn send(&self, payload: Vec<u8>) {
         if self.overflowed.load(Ordering::Relaxed) {
             return;
@@ -64,7 +74,8 @@ impl Outbound {
                     "closing a connection whose client does not read its answers \
                      (limits.outbound_queue_bytes_per_session_max)"
                 );
-                let _ = self.tx.send(Out::Close);
+                // notify_one keeps the signal for a writer that is not waiting on it yet.
+                self.cut_off.notify_one();
             }
             return;
         }
@@ -90,6 +101,13 @@ impl OutboundQueue {
         self.rx.try_recv().ok()
     }
 
+    /// Resolves once the client has been cut off (the byte bound was passed). Borrows
+    /// nothing, so that the writer can wait for it while it receives and sends.
+    pub fn cut_off(&self) -> impl Future<Output = ()> + Send + use<> {
+        let cut_off = self.cut_off.clone();
+        async move { cut_off.notified().await }
+    }
+
     /// Marks `n` queued bytes as written.
     pub fn sent(&self, n: usize) {
         self.queued_bytes.fetch_sub(n as u64, Ordering::Relaxed);
@@ -101,12 +119,16 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn past_the_bound_the_connection_is_closed() {
+    async fn past_the_bound_the_connection_is_cut_off_and_nothing_more_queued() {
         let (out, mut q) = channel(10);
         out.send(vec![0; 6]);
         out.send(vec![0; 6]);
         out.send(vec![0; 1]);
-        assert!(matches!(q.recv().await, Some(Out::Frame(f)) if f.len() == 6));
-        assert!(matches!(q.recv().await, Some(Out::Close)));
+        // Signalled before the writer waits for it: the signal is kept.
+        tokio::time::timeout(std::time::Duration::from_secs(5), q.cut_off())
+            .await
+            .expect("cut off");
+        assert!(matches!(q.try_recv(), Some(Out::Frame(f)) if f.len() == 6));
+        assert!(q.try_recv().is_none());
     }
 }

@@ -22,9 +22,9 @@ use zookeeper_client as zk;
 
 /// How long each phase runs.
 const PHASE: Duration = Duration::from_secs(3);
-/// The worst victim latency accepted in any phase, on two shared cores (measured: up to 1.2 s
-/// while slow readers fill their queues, docs/benchmarks.md): what fails here is a server that
-/// stops serving others, not a noisy machine.
+/// The worst victim latency accepted in any phase, on two shared cores (measured: up to 0.3 s
+/// on a busy machine, up to 4 s before slow readers' connections yielded their thread,
+/// docs/benchmarks.md): what fails here is a server that stops serving others.
 const VICTIM_WORST: Duration = Duration::from_secs(5);
 /// A slow reader's outbound queue bound (limits.outbound_queue_bytes_per_session_max).
 const OUTBOUND_MAX: u64 = 64 << 20;
