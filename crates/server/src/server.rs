@@ -271,9 +271,9 @@ pub struct Preflight {
     pub tls: Option<tls::Acceptor>,
     pub transport: Transport,
     /// The admin server's HTTPS context, when it serves HTTPS.
-    pub admin_tls: Option<Arc<rustls::ServerConfig>>,
+    pub admin_tls: Option<tls::HttpsContext>,
     /// The metrics endpoint's HTTPS context, when it serves HTTPS.
-    pub metrics_tls: Option<Arc<rustls::ServerConfig>>,
+    pub metrics_tls: Option<tls::HttpsContext>,
     pub sasl_users: Option<auth::jaas::Users>,
 }
 
@@ -291,16 +291,16 @@ pub fn preflight(config: &Config) -> Result<Preflight, StartError> {
     }
     let admin = &config.admin;
     let admin_tls = if admin.enabled && admin.https != crate::config::AdminHttps::Off {
-        Some(tls::quorum::https_config(
+        Some(tls::HttpsContext::fixed(tls::quorum::https_config(
             &config.quorum_tls,
             admin.need_client_auth,
-        )?)
+        )?))
     } else {
         None
     };
     let metrics_tls = match &config.metrics.https_listen {
         Some(_) => {
-            Some(tls::metrics_https_config(&config.metrics.tls).map_err(StartError::MetricsTls)?)
+            Some(tls::HttpsContext::metrics(&config.metrics.tls).map_err(StartError::MetricsTls)?)
         }
         None => None,
     };
@@ -586,6 +586,10 @@ impl Server {
                 metrics_listener,
                 scheme,
             )));
+        }
+        if let Some(tls) = &metrics_tls {
+            let settings = ctx.config.metrics.tls.clone();
+            tasks.push(tokio::spawn(tls.clone().follow_metrics(settings)));
         }
         if let (Some(listener), Some(tls)) = (metrics_https_listener, metrics_tls) {
             tasks.push(tokio::spawn(admin::metrics::serve(

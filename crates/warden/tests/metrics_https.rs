@@ -171,6 +171,48 @@ fn jks_stores_want_client_auth_and_the_protocols_and_suites_named() {
     // nothing else was started; the HTTPS one answered above.
 }
 
+/// ZooKeeper 3.10 reads the metrics endpoint's stores again when they change (its Jetty scans
+/// them); so does Warden, and a file that does not load keeps the ones in use.
+#[test]
+fn changed_store_files_are_read_again() {
+    let pki = pki("metrics-https-reload");
+    let key_store = pki.path("live-key.pem");
+    let trust_store = pki.path("live-trust.pem");
+    std::fs::copy(pki.path("server-bundle.pem"), &key_store).unwrap();
+    std::fs::copy(pki.path("ca.pem"), &trust_store).unwrap();
+    let https_port = free_port();
+    let warden = Warden::start(&format!(
+        "{PROMETHEUS}\nmetricsProvider.httpsPort={https_port}\n\
+         metricsProvider.ssl.keyStore.location={}\n\
+         metricsProvider.ssl.trustStore.location={}\n",
+        key_store.display(),
+        trust_store.display()
+    ));
+    assert_metrics(&scrape_tls(&pki, https_port, Some("scraper")).unwrap());
+    assert!(scrape_tls(&pki, https_port, Some("intruder")).is_err());
+
+    // The trust store now holds the other CA only.
+    std::fs::copy(pki.path("rogue.pem"), &trust_store).unwrap();
+    wait_for(
+        "the trust store read again",
+        Duration::from_secs(10),
+        || scrape_tls(&pki, https_port, Some("intruder")).is_ok(),
+    );
+    assert!(scrape_tls(&pki, https_port, Some("scraper")).is_err());
+    assert!(
+        warden
+            .log()
+            .contains("HTTPS for metrics: key and trust stores changed")
+    );
+
+    // A broken file keeps the stores in use, with a log line.
+    std::fs::write(&trust_store, "not a certificate").unwrap();
+    wait_for("the reload failure logged", Duration::from_secs(10), || {
+        warden.log().contains("keeping the previous ones")
+    });
+    assert_metrics(&scrape_tls(&pki, https_port, Some("intruder")).unwrap());
+}
+
 /// `warden server` with `args` on a zoo.cfg of `lines`: whether it succeeded, its stdout and
 /// its stderr; a failure if it is still running after 30 s (then it is killed by its PID).
 fn run_server(args: &[&str], lines: &str) -> (bool, String, String) {

@@ -24,6 +24,7 @@ use super::json::Json;
 use super::snapshots;
 use crate::config::{Admin, AdminHttps};
 use crate::server::Context;
+use crate::tls::HttpsContext;
 
 /// Admin connections served at once; more wait in the listen backlog. Monitoring polls with a
 /// handful, so this only bounds what a misbehaving client can make the server hold.
@@ -56,18 +57,14 @@ pub async fn bind(admin: &Admin) -> std::io::Result<Option<TcpListener>> {
 #[derive(Clone)]
 pub enum Scheme {
     Http,
-    Https(Arc<rustls::ServerConfig>),
+    Https(HttpsContext),
     /// Told apart by the first byte.
-    Either(Arc<rustls::ServerConfig>),
+    Either(HttpsContext),
 }
 
 /// Serves admin requests on `listener` until the task is aborted; over HTTPS too with `tls`
 /// (as `admin.https` says).
-pub async fn serve(
-    ctx: Arc<Context>,
-    listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-) {
+pub async fn serve(ctx: Arc<Context>, listener: TcpListener, tls: Option<HttpsContext>) {
     let addr = listener.local_addr().ok();
     let url = ctx.config.admin.command_url.clone();
     let idle = Duration::from_millis(u64::from(ctx.config.admin.idle_timeout_ms));
@@ -106,7 +103,7 @@ async fn open(
             }
         },
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
     match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(stream)) => Some((Box::new(stream), true)),
         Ok(Err(e)) => {

@@ -303,7 +303,7 @@ pub(crate) fn https_server_config(
 
 /// The HTTPS context of the Prometheus endpoint (`metricsProvider.ssl.*`); its settings were
 /// checked by `MetricsTls::validate`, which the config's validation runs.
-pub fn metrics_https_config(tls: &MetricsTls) -> Result<Arc<ServerConfig>, TlsError> {
+fn metrics_https_config(tls: &MetricsTls) -> Result<Arc<ServerConfig>, TlsError> {
     let key_store = tls.key_store.as_ref().ok_or_else(|| {
         InvalidConfig(
             "HTTPS for metrics needs a key store (metricsProvider.ssl.keyStore.location; \
@@ -392,6 +392,45 @@ impl<C> Reloading<C> {
                 ),
             }
         }
+    }
+}
+
+/// An HTTPS endpoint's rustls config as the admin server and the metrics endpoint take it, a
+/// connection at a time: the admin server's stays as built, the metrics endpoint's follows its
+/// store files.
+#[derive(Clone)]
+pub struct HttpsContext(Arc<Reloading<ServerConfig>>);
+
+impl HttpsContext {
+    /// A context that stays as built (the admin server's, from the quorum key material).
+    pub fn fixed(config: Arc<ServerConfig>) -> HttpsContext {
+        HttpsContext(Arc::new(Reloading::new(
+            std::iter::empty::<&Store>(),
+            config,
+        )))
+    }
+
+    /// The metrics endpoint's context (`metricsProvider.ssl.*`), its files read now; any
+    /// failure stops the start.
+    pub fn metrics(tls: &MetricsTls) -> Result<HttpsContext, TlsError> {
+        let stores = tls.key_store.iter().chain(&tls.trust_store);
+        Ok(HttpsContext(Arc::new(Reloading::new(
+            stores,
+            metrics_https_config(tls)?,
+        ))))
+    }
+
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.0.get()
+    }
+
+    /// Reads the metrics endpoint's store files again whenever they change (see
+    /// `Reloading::follow`), as ZooKeeper 3.10 does, whose Jetty scans its key store every ten
+    /// minutes. Always on, as there: no key turns it off. Runs until the server stops.
+    pub async fn follow_metrics(self, tls: MetricsTls) {
+        self.0
+            .follow("HTTPS for metrics", || metrics_https_config(&tls))
+            .await;
     }
 }
 
