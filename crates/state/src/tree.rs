@@ -186,7 +186,13 @@ impl Node {
 
     fn name(&self) -> &str {
         // Names are only ever built from `&str`, at a char boundary.
-        std::str::from_utf8(&self.bytes[..self.name_len()]).expect("node names are UTF-8")
+        std::str::from_utf8(self.name_bytes()).expect("node names are UTF-8")
+    }
+
+    /// The name unchecked: what the index hashes and compares, so that a lookup or a rehash
+    /// does not validate UTF-8 again for every name it meets.
+    fn name_bytes(&self) -> &[u8] {
+        &self.bytes[..self.name_len()]
     }
 
     fn data(&self) -> Option<&[u8]> {
@@ -330,8 +336,8 @@ pub struct DataTree {
 /// Marks the end of the free list.
 const NO_FREE: NodeId = NodeId::MAX;
 
-fn child_hash(parent: NodeId, name: &str) -> u64 {
-    xxh3_64_with_seed(name.as_bytes(), u64::from(parent))
+fn child_hash(parent: NodeId, name: &[u8]) -> u64 {
+    xxh3_64_with_seed(name, u64::from(parent))
 }
 
 /// Shards of the (parent, name) index. At 1,000,000 znodes a shard holds ~4,000 ids, so the
@@ -452,9 +458,10 @@ impl DataTree {
 
     pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
         let nodes = &self.nodes;
+        let name = name.as_bytes();
         self.index.find(child_hash(parent, name), |&c| {
             let n = nodes.get(c);
-            n.parent == parent && n.name() == name
+            n.parent == parent && n.name_bytes() == name
         })
     }
 
@@ -611,10 +618,11 @@ impl DataTree {
             id
         };
         let nodes = &self.nodes;
-        self.index.insert(child_hash(parent, name), id, |&c| {
-            let n = nodes.get(c);
-            child_hash(n.parent, n.name())
-        });
+        self.index
+            .insert(child_hash(parent, name.as_bytes()), id, |&c| {
+                let n = nodes.get(c);
+                child_hash(n.parent, n.name_bytes())
+            });
         self.live += 1;
         match NodeKind::of_owner(stat.ephemeral_owner) {
             NodeKind::Ephemeral(owner) => {
@@ -694,7 +702,7 @@ impl DataTree {
             pn.pzxid = pn.pzxid.max(zxid);
         });
         self.index
-            .remove(child_hash(parent, self.nodes.get(id).name()), id);
+            .remove(child_hash(parent, self.nodes.get(id).name_bytes()), id);
         // A free slot: no parent, and the previous head of the free list in place of an ACL.
         let node = std::mem::replace(
             self.nodes.get_mut(id),
