@@ -177,8 +177,10 @@ def newest_snapshot_bytes(paths):
 class Cluster:
     """One system's servers on loopback, each with its own zoo.cfg and data directory."""
 
-    def __init__(self, system, size, work, warden_bin):
+    def __init__(self, system, size, work, warden_bin, extra_lines=None):
+        """`extra_lines(i)`, if given, returns zoo.cfg lines of its own for node i."""
         self.system, self.size, self.warden_bin = system, size, warden_bin
+        self.extra_lines = extra_lines or (lambda _i: [])
         self.dir = work / f"{system}-{size}"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.client_ports = [free_port() for _ in range(size)]
@@ -206,6 +208,7 @@ class Cluster:
             (node / "data" / "myid").write_text(f"{i + 1}\n")
             for j, (quorum, election) in enumerate(self.peer_ports):
                 lines.append(f"server.{j + 1}=127.0.0.1:{quorum}:{election}")
+        lines += self.extra_lines(i)
         config = node / "zoo.cfg"
         config.write_text("\n".join(lines) + "\n")
         return config

@@ -464,6 +464,10 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     );
     assert!(metrics.value("warden_log_append_seconds_count") >= 33.0);
     assert!(metrics.value("warden_snapshots_written_total") >= 1.0);
+    // Every write was appended and fsynced by the flush thread, which was busy meanwhile.
+    assert!(metrics.value("warden_log_flush_writes_total") >= 33.0);
+    assert!(metrics.value("warden_log_flush_busy_seconds_total") > 0.0);
+    assert!(metrics.value("warden_log_flush_group_wait_seconds_total") >= 0.0);
     assert!(metrics.value("warden_snapshot_last_bytes") > 0.0);
     assert!(metrics.value("warden_znode_bytes_avg") > 0.0);
 
@@ -589,6 +593,21 @@ fn on_a_cluster_the_leader_alone_serves_the_leaders_families() {
     assert!(on_leader.value("leader_uptime") > 0.0);
     for name in LEADER_ONLY {
         assert!(on_leader.has_series(name), "{name} on the leader");
+    }
+    // The leader's append requests to each follower (heartbeats at least), timed.
+    let to = |m: &Scrape, name: &str, member: usize| {
+        m.samples
+            .iter()
+            .find(|(n, l, _)| n == name && *l == format!("member=\"{member}\""))
+            .map(|s| s.2)
+    };
+    for i in (0..3).filter(|&i| i != leader) {
+        let id = cluster.members[i].id;
+        let appends = to(&on_leader, "warden_replication_appends_total", id);
+        assert!(appends >= Some(1.0), "appends to {id}: {appends:?}");
+        let busy = to(&on_leader, "warden_replication_busy_seconds_total", id);
+        assert!(busy > Some(0.0), "busy to {id}: {busy:?}");
+        assert!(to(&on_leader, "warden_replication_entries_total", id).is_some());
     }
     for i in (0..3).filter(|&i| i != leader) {
         let m = scrape(addr(i));

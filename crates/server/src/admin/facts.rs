@@ -74,7 +74,7 @@ pub fn summary(ctx: &Context) -> Summary {
         node_count: r.state().tree().len(),
         uptime_ms: ctx.started.elapsed().as_millis() as u64,
         auth_failed: r.stats.auth_failed.load(Ordering::Relaxed),
-        fsync_threshold_exceeded: status.fsyncs.slow,
+        fsync_threshold_exceeded: status.flushes.slow,
         data_dir_bytes: status.snapshot_bytes,
         log_dir_bytes: status.log_bytes,
     }

@@ -18,6 +18,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -226,13 +227,16 @@ fn zookeeper(
 
     out.summary("readlatency", &stats.read_latency_ms.snapshot(ADVANCED));
     out.summary("updatelatency", &stats.write_latency_ms.snapshot(ADVANCED));
-    let fsyncs = status.fsyncs;
+    let flushes = status.flushes;
     out.summary(
         "fsynctime",
         &SummarySnapshot {
-            count: fsyncs.count,
-            sum: fsyncs.total_us / 1000,
-            quantiles: vec![(0.5, (fsyncs.count > 0).then_some(fsyncs.median_us / 1000))],
+            count: flushes.fsync_count,
+            sum: flushes.fsync_us / 1000,
+            quantiles: vec![(
+                0.5,
+                (flushes.fsync_count > 0).then_some(flushes.fsync_median_us / 1000),
+            )],
         },
     );
     out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
@@ -358,6 +362,56 @@ fn warden(
         "warden_snapshots_written",
         "Snapshots this server wrote since it started",
         snapshots,
+    );
+    let flushes = status.flushes;
+    let seconds = |us: u64| {
+        let c = Counter::<f64, AtomicU64>::default();
+        c.inc_by(us as f64 / 1e6);
+        c
+    };
+    registry.register(
+        "warden_log_flush_busy_seconds",
+        "Seconds the log's flush thread spent writing and fsyncing batches: its rate is how \
+         busy this serial stage of the write path is",
+        seconds(flushes.busy_us),
+    );
+    registry.register(
+        "warden_log_flush_group_wait_seconds",
+        "Seconds the log's flush thread waited on purpose for more writes to join a batch",
+        seconds(flushes.group_wait_us),
+    );
+    let busy = Family::<[(&str, String); 1], Counter<f64, AtomicU64>>::default();
+    let requests = Family::<[(&str, String); 1], Counter>::default();
+    let entries = Family::<[(&str, String); 1], Counter>::default();
+    for (member, appends) in &status.appends {
+        let label = [("member", member.to_string())];
+        busy.get_or_create(&label)
+            .inc_by(appends.busy_us as f64 / 1e6);
+        requests.get_or_create(&label).inc_by(appends.requests);
+        entries.get_or_create(&label).inc_by(appends.entries);
+    }
+    registry.register(
+        "warden_replication_busy_seconds",
+        "Seconds this server's append requests to a member were outstanding while it led: \
+         they go one at a time, so the rate is how busy that member's replication stream is",
+        busy,
+    );
+    registry.register(
+        "warden_replication_appends",
+        "Append requests (heartbeats among them) this server sent to a member while it led",
+        requests,
+    );
+    registry.register(
+        "warden_replication_entries",
+        "Log entries this server's append requests carried to a member while it led",
+        entries,
+    );
+    let writes = Counter::<u64>::default();
+    writes.inc_by(flushes.writes);
+    registry.register(
+        "warden_log_flush_writes",
+        "Log appends the flush thread wrote; over fsynctime's count, appends per fsync",
+        writes,
     );
     registry.register(
         "warden_log_append_seconds",

@@ -162,15 +162,23 @@ pub struct LogStore {
     durability: Durability,
 }
 
-/// The fsyncs of the log's flush thread since the log was opened.
+/// What the log's flush thread did since the log was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Fsyncs {
-    pub count: u64,
-    pub total_us: u64,
+pub struct Flushes {
+    /// Fsyncs, and the time they took.
+    pub fsync_count: u64,
+    pub fsync_us: u64,
     /// The median fsync, 0 before the first.
-    pub median_us: u64,
+    pub fsync_median_us: u64,
     /// Appends that took longer than fsync.warningthresholdms to become durable.
     pub slow: u64,
+    /// Log writes (one per append of one or more entries) the thread wrote.
+    pub writes: u64,
+    /// Time the thread spent writing and fsyncing batches: over wall time, how busy this
+    /// serial stage of the write path is.
+    pub busy_us: u64,
+    /// Time the thread waited on purpose for more writes to join a batch.
+    pub group_wait_us: u64,
 }
 
 /// Buckets of [`LogStore::append_seconds`]: 50 µs doubling to about 1.6 s.
@@ -253,14 +261,17 @@ impl LogStore {
         self.log().on_disk_size()
     }
 
-    /// What raft-log's flush thread measured of its fsyncs.
-    pub fn fsyncs(&self) -> Fsyncs {
+    /// What raft-log's flush thread measured of its work.
+    pub fn flushes(&self) -> Flushes {
         let m = self.log().stat().flush_metrics;
-        Fsyncs {
-            count: m.sync_batch_count,
-            total_us: m.sync_us,
-            median_us: m.sync_percentiles.p50_us,
+        Flushes {
+            fsync_count: m.sync_batch_count,
+            fsync_us: m.sync_us,
+            fsync_median_us: m.sync_percentiles.p50_us,
             slow: self.slow_appends(),
+            writes: m.write_request_count,
+            busy_us: m.batch_us,
+            group_wait_us: m.group_wait_us,
         }
     }
 

@@ -38,7 +38,7 @@ pub use types::{Origin, Proposal, mirrored_txn};
 
 use crate::cluster::wire::{FrameReader, FrameWriter, WireError};
 use crate::replica::Replica;
-pub use log_store::Fsyncs;
+pub use log_store::Flushes;
 use log_store::LogStore;
 use snapshot_store::SnapshotStore;
 use state_machine::StateMachine;
@@ -214,8 +214,10 @@ pub struct Status {
     pub synced_followers: Vec<u64>,
     /// Read-index confirmations under way.
     pub pending_syncs: u64,
-    /// The log's fsyncs since this server started.
-    pub fsyncs: Fsyncs,
+    /// The log flush thread's work since this server started.
+    pub flushes: Flushes,
+    /// Append requests this server sent to each member while it led, by member id.
+    pub appends: BTreeMap<u64, network::Appends>,
 }
 
 /// When this server last heard from a leader, for "am I serving?".
@@ -294,6 +296,7 @@ pub struct Consensus {
     /// Read-index confirmations under way on this server (ZooKeeper's pending syncs).
     pending_read_indexes: Arc<AtomicU64>,
     committed: network::Committed,
+    outstanding: network::Outstanding,
     recovery: Arc<rejoin::Recovery>,
     snapshot_bytes_max: u64,
     enforce_quota: bool,
@@ -366,6 +369,7 @@ impl Consensus {
         let heartbeat = Duration::from_millis(config.heartbeat_interval);
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
         let committed = network::Committed::default();
+        let outstanding = network::Outstanding::default();
         let raft = Raft::new(
             node_id,
             config,
@@ -373,6 +377,7 @@ impl Consensus {
                 identity: options.identity.clone(),
                 reachable: network::Reachability::default(),
                 committed: committed.clone(),
+                outstanding: outstanding.clone(),
                 log: log.clone(),
             },
             log.clone(),
@@ -454,6 +459,7 @@ impl Consensus {
             failover: Arc::default(),
             pending_read_indexes: Arc::default(),
             committed,
+            outstanding,
             recovery,
             snapshot_bytes_max: options.snapshot_bytes_max,
             enforce_quota: options.enforce_quota,
@@ -882,7 +888,8 @@ impl Consensus {
             learners,
             synced_followers,
             pending_syncs: self.pending_read_indexes.load(Ordering::Relaxed),
-            fsyncs: self.log.fsyncs(),
+            flushes: self.log.flushes(),
+            appends: self.outstanding.by_member(),
         }
     }
 

@@ -7,12 +7,12 @@
 //! chunks of `SNAPSHOT_CHUNK_BYTES`, each acknowledged before the next is sent, so a snapshot
 //! never needs a frame larger than a chunk and a cancelled transfer stops within one chunk.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
 use openraft::alias::{SnapshotOf, VoteOf};
@@ -69,6 +69,7 @@ pub struct Network {
     pub identity: Identity,
     pub reachable: Reachability,
     pub committed: Committed,
+    pub outstanding: Outstanding,
     /// This member's log, to tell a replication stream that was left behind (`stream_append`).
     pub log: LogStore,
 }
@@ -80,6 +81,40 @@ pub struct Committed(pub Arc<std::sync::atomic::AtomicU64>);
 impl Committed {
     pub fn get(&self) -> u64 {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The leader's append requests to each member since this server started: openraft sends
+/// them one at a time per member, so the time they were outstanding over wall time is how
+/// busy that member's replication stream is, a serial stage of the write path.
+#[derive(Clone, Default)]
+pub struct Outstanding(Arc<Mutex<BTreeMap<u64, Appends>>>);
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Appends {
+    /// Append requests answered or failed, heartbeats among them.
+    pub requests: u64,
+    /// Entries they carried.
+    pub entries: u64,
+    /// Microseconds from sending each until its answer or failure.
+    pub busy_us: u64,
+}
+
+impl Outstanding {
+    fn record(&self, target: u64, entries: usize, started: Instant) {
+        let mut members = self.0.lock().expect("replication accounting lock poisoned");
+        let appends = members.entry(target).or_default();
+        appends.requests += 1;
+        appends.entries += entries as u64;
+        appends.busy_us += started.elapsed().as_micros() as u64;
+    }
+
+    /// Every member appended to so far, by id.
+    pub fn by_member(&self) -> BTreeMap<u64, Appends> {
+        self.0
+            .lock()
+            .expect("replication accounting lock poisoned")
+            .clone()
     }
 }
 
@@ -113,6 +148,7 @@ pub struct Peer {
     identity: Identity,
     reachable: Reachability,
     committed: Committed,
+    outstanding: Outstanding,
     log: LogStore,
     target: u64,
     addr: String,
@@ -128,6 +164,7 @@ impl RaftNetworkFactory<WardenRaft> for Network {
             identity: self.identity.clone(),
             reachable: self.reachable.clone(),
             committed: self.committed.clone(),
+            outstanding: self.outstanding.clone(),
             log: self.log.clone(),
             target,
             addr: node.peer_addr.clone(),
@@ -364,7 +401,11 @@ impl RaftNetworkV2<WardenRaft> for Peer {
         rpc: AppendEntriesRequest<WardenRaft>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<WardenRaft>, RPCError<WardenRaft>> {
-        self.rpc(Kind::AppendEntries, &rpc, &option).await
+        let started = Instant::now();
+        let entries = rpc.entries.len();
+        let answer = self.rpc(Kind::AppendEntries, &rpc, &option).await;
+        self.outstanding.record(self.target, entries, started);
+        answer
     }
 
     async fn vote(
