@@ -9,10 +9,11 @@ mod support;
 
 use std::fs;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use support::servers::{ServerProcess, spawn_zookeeper};
+use support::warden::output_within;
 
 /// How long ZooKeeper may take to answer `srvr` after it starts.
 const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -34,7 +35,7 @@ fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
         "--time-limit",
         "60",
     ];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+    let child = Command::new(env!("CARGO_BIN_EXE_warden"))
         .arg("bench")
         .args(common)
         .args(args)
@@ -42,20 +43,11 @@ fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting warden bench");
-    let deadline = Instant::now() + BENCH_TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("warden bench {args:?} ran past {BENCH_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let Output {
         status,
         stdout,
         stderr,
-    } = child.wait_with_output().unwrap();
+    } = output_within(child, BENCH_TIMEOUT, &format!("warden bench {args:?}"));
     let stderr = String::from_utf8_lossy(&stderr);
     assert!(
         status.success(),

@@ -8,12 +8,12 @@ mod support;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::http::{self, Reply};
 use support::pki::{PASSWORD, Pki};
 use support::servers::{free_port, temp_dir};
-use support::warden::{Warden, wait_for};
+use support::warden::{Warden, output_within, wait_for};
 
 const PROMETHEUS: &str = "metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
      metricsProvider.httpHost=127.0.0.1";
@@ -228,7 +228,7 @@ fn run_server(args: &[&str], lines: &str) -> (bool, String, String) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+    let child = Command::new(env!("CARGO_BIN_EXE_warden"))
         .arg("server")
         .args(args)
         .arg("--zoo-cfg")
@@ -237,16 +237,11 @@ fn run_server(args: &[&str], lines: &str) -> (bool, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("warden server {args:?} still running after 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = output_within(
+        child,
+        Duration::from_secs(30),
+        &format!("warden server {args:?}"),
+    );
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
