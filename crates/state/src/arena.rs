@@ -34,6 +34,13 @@ fn place(id: u32) -> (usize, usize) {
 }
 
 impl<T: Clone> Arena<T> {
+    /// An empty arena whose list of chunks has room for `len` elements.
+    pub fn with_capacity(len: usize) -> Self {
+        Arena {
+            chunks: Vec::with_capacity(len.div_ceil(CHUNK_LEN)),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self.chunks.last() {
             None => 0,

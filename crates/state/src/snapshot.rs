@@ -4,6 +4,7 @@
 //! fails either is refused, never half-loaded.
 
 use std::io::{self, Read, Write};
+use std::sync::{Arc, mpsc};
 
 use thiserror::Error;
 use warden_proto::{Acl, Id};
@@ -11,7 +12,7 @@ use warden_proto::{Acl, Id};
 use crate::acl::{AclId, AclTable};
 use crate::mirror::MirrorPhase;
 use crate::state::{Session, State, StateConfig};
-use crate::tree::{DataTree, NodeId, NodeStat, ROOT};
+use crate::tree::{DataTree, NodeId, NodeStat, ROOT, node_digest};
 
 const MAGIC: &[u8; 8] = b"WARDSNAP";
 const FORMAT_VERSION: u32 = 3;
@@ -92,24 +93,64 @@ pub fn verify(bytes: &[u8]) -> Result<(&[u8], u32), SnapshotError> {
     if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
         return Err(SnapshotError::Truncated);
     }
-    if &bytes[..8] != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
     let (covered, trailer) = bytes.split_at(bytes.len() - TRAILER_BYTES);
-    let stored = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
-    let len = u64::from_le_bytes(trailer[4..].try_into().expect("8 bytes"));
-    if len != covered.len() as u64 {
+    let header = covered[..HEADER_BYTES].try_into().expect("header bytes");
+    let trailer = trailer.try_into().expect("trailer bytes");
+    let version = check_frame(header, trailer, covered.len() as u64, || {
+        crc32c::crc32c(covered)
+    })?;
+    Ok((covered, version))
+}
+
+/// [`verify`] of a snapshot of `len` bytes read from `r`, without holding it in memory.
+pub fn verify_stream(r: &mut impl Read, len: u64) -> Result<u32, SnapshotError> {
+    if len < (HEADER_BYTES + TRAILER_BYTES) as u64 {
         return Err(SnapshotError::Truncated);
     }
-    let computed = crc32c::crc32c(covered);
+    let covered = len - TRAILER_BYTES as u64;
+    let mut header = [0u8; HEADER_BYTES];
+    r.read_exact(&mut header)
+        .map_err(|_| SnapshotError::Truncated)?;
+    let mut computed = crc32c::crc32c(&header);
+    let mut left = covered - HEADER_BYTES as u64;
+    let mut buf = vec![0u8; 1 << 16];
+    while left > 0 {
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        r.read_exact(&mut buf[..n])
+            .map_err(|_| SnapshotError::Truncated)?;
+        computed = crc32c::crc32c_append(computed, &buf[..n]);
+        left -= n as u64;
+    }
+    let mut trailer = [0u8; TRAILER_BYTES];
+    r.read_exact(&mut trailer)
+        .map_err(|_| SnapshotError::Truncated)?;
+    check_frame(&header, &trailer, covered, || computed)
+}
+
+/// Checks a snapshot's magic, its length and checksum (as the trailer states them, against
+/// `covered` bytes checksummed by `crc`), and its version, which it returns.
+fn check_frame(
+    header: &[u8; HEADER_BYTES],
+    trailer: &[u8; TRAILER_BYTES],
+    covered: u64,
+    crc: impl FnOnce() -> u32,
+) -> Result<u32, SnapshotError> {
+    if &header[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let stored = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
+    if u64::from_le_bytes(trailer[4..].try_into().expect("8 bytes")) != covered {
+        return Err(SnapshotError::Truncated);
+    }
+    let computed = crc();
     if stored != computed {
         return Err(SnapshotError::Checksum { stored, computed });
     }
-    let version = u32::from_le_bytes(covered[8..12].try_into().expect("4 bytes"));
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
     if ![FORMAT_VERSION, FORMAT_VERSION_V2, FORMAT_VERSION_V1].contains(&version) {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
-    Ok((covered, version))
+    Ok(version)
 }
 
 fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
@@ -212,15 +253,22 @@ impl<R: Read> Body<R> {
         Ok(i64::from_le_bytes(self.array()?))
     }
     fn bytes(&mut self) -> Result<Vec<u8>, SnapshotError> {
+        let mut b = Vec::new();
+        self.bytes_into(&mut b)?;
+        Ok(b)
+    }
+    /// A field into `b` (cleared first), so that a loop reading a million of them reuses
+    /// one buffer.
+    fn bytes_into(&mut self, b: &mut Vec<u8>) -> Result<(), SnapshotError> {
         let len = u64::from_le_bytes(self.array()?) as usize;
         if len > FIELD_BYTES_MAX {
             return Err(SnapshotError::Corrupt(format!("field of {len} bytes")));
         }
-        let mut b = vec![0u8; len];
+        b.clear();
+        b.resize(len, 0);
         self.0
-            .read_exact(&mut b)
-            .map_err(|_| SnapshotError::Corrupt("body ends early".into()))?;
-        Ok(b)
+            .read_exact(b)
+            .map_err(|_| SnapshotError::Corrupt("body ends early".into()))
     }
     fn string(&mut self) -> Result<String, SnapshotError> {
         String::from_utf8(self.bytes()?)
@@ -232,7 +280,7 @@ fn corrupt(what: &str) -> SnapshotError {
     SnapshotError::Corrupt(what.to_owned())
 }
 
-fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotError> {
+fn read_body<R: Read + Send>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotError> {
     let zxid = r.i64()?;
     let next_session_id = r.i64()?;
     let time_ms = if version == FORMAT_VERSION_V1 {
@@ -278,64 +326,28 @@ fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotEr
         }
         acl_ids.push(acls.push_unreferenced(list));
     }
-    let acl = |ordinal: u32| {
-        acl_ids
-            .get(ordinal as usize)
-            .copied()
-            .ok_or_else(|| corrupt("ACL ordinal"))
-    };
     let node_count = r.u64_count()?;
     if node_count == 0 {
         return Err(corrupt("no root"));
     }
-    // Parents still open in the preorder walk: (ordinal, node id, path).
-    let mut open: Vec<(u32, NodeId, String)> = Vec::new();
-    let mut tree: Option<DataTree> = None;
-    for ordinal in 0..node_count {
-        let parent = r.u32()?;
-        let name = r.string()?;
-        let data = match r.u8()? {
-            0 => None,
-            1 => Some(r.bytes()?),
-            _ => return Err(corrupt("data flag")),
-        };
-        let longs = [r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?];
-        let stat = NodeStat::from_fields(longs, [r.i32()?, r.i32()?, r.i32()?]);
-        let node_acl = acl(r.u32()?)?;
-        let (id, path) = match tree.as_mut() {
-            None => {
-                if parent != u32::MAX || !name.is_empty() {
-                    return Err(corrupt("first node is not the root"));
-                }
-                let t =
-                    DataTree::restored(std::mem::take(&mut acls), data.as_deref(), node_acl, stat);
-                tree = Some(t);
-                (ROOT, "/".to_owned())
-            }
-            Some(t) => {
-                while open.last().is_some_and(|(o, _, _)| *o != parent) {
-                    open.pop();
-                }
-                let (_, parent_id, parent_path) =
-                    open.last().ok_or_else(|| corrupt("parent ordinal"))?;
-                if name.is_empty() || name.contains('/') || t.child(*parent_id, &name).is_some() {
-                    return Err(corrupt("node name"));
-                }
-                let id = t.restore_child(
-                    parent_path,
-                    *parent_id,
-                    &name,
-                    data.as_deref(),
-                    node_acl,
-                    stat,
-                );
-                (id, crate::path::join(parent_path, &name))
-            }
-        };
-        open.push((ordinal as u32, id, path));
-    }
-    let stored = r.i64()? as u64;
-    let mut tree = tree.ok_or_else(|| corrupt("no root"))?;
+    let acl_lists: Vec<Arc<[Acl]>> = acl_ids.iter().map(|&id| acls.get(id).clone()).collect();
+    // Two threads: one decompresses, parses and hashes the nodes, the other builds the tree
+    // from them, which halves a restart's load of a large tree.
+    let (parsed, built) = std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let parser = scope.spawn(move || parse_nodes(r, node_count, &acl_lists, tx));
+        let built = build_tree(rx, acls, &acl_ids, node_count);
+        (
+            parser.join().expect("the snapshot parser does not panic"),
+            built,
+        )
+    });
+    // A parser's error comes first: the builder then only saw the nodes end early. A parser
+    // that found no one listening stopped because the builder failed.
+    let (stored, mut tree) = match (parsed?, built?) {
+        (Some(stored), tree) => (stored, tree),
+        (None, _) => return Err(corrupt("tree builder stopped")),
+    };
     if tree.digest() != stored {
         return Err(SnapshotError::Digest {
             stored,
@@ -352,6 +364,154 @@ fn read_body<R: Read>(r: &mut Body<R>, version: u32) -> Result<State, SnapshotEr
         time_ms,
         mirror,
     })
+}
+
+/// Batches of parsed nodes queued between the parser and the builder.
+const BATCHES_IN_FLIGHT: usize = 4;
+/// Nodes per batch: enough to make a hand-off's cost vanish, few enough to keep both busy.
+const BATCH_NODES: usize = 4096;
+
+/// Nodes parsed from a snapshot, in preorder, on their way to the tree.
+#[derive(Default)]
+struct Batch {
+    nodes: Vec<ParsedNode>,
+    /// Each node's name, then its data, back to back.
+    bytes: Vec<u8>,
+}
+
+struct ParsedNode {
+    /// How many ancestors the node has: 0 for the root.
+    depth: usize,
+    name_len: usize,
+    /// `None` for null data.
+    data_len: Option<usize>,
+    stat: NodeStat,
+    /// The ordinal of its ACL list, checked.
+    acl: usize,
+    /// Its share of the tree's digest (0 for the root, which the tree hashes itself).
+    digest: u64,
+}
+
+/// Reads `count` nodes, checks that each names a parent before it and a proper name, hashes
+/// them, and sends them on in batches; returns the digest stored after them, or `None` if
+/// the builder stopped listening.
+fn parse_nodes<R: Read>(
+    r: &mut Body<R>,
+    count: u64,
+    acls: &[Arc<[Acl]>],
+    tx: mpsc::SyncSender<Batch>,
+) -> Result<Option<u64>, SnapshotError> {
+    // Nodes still open in the preorder walk, root first: (ordinal, length of its path), each
+    // path a prefix of the next, all held in `path`.
+    let mut open: Vec<(u32, usize)> = Vec::new();
+    let mut path = String::new();
+    let (mut name, mut data) = (Vec::new(), Vec::new());
+    let mut batch = Batch::default();
+    for ordinal in 0..count {
+        let parent = r.u32()?;
+        r.bytes_into(&mut name)?;
+        let name = std::str::from_utf8(&name).map_err(|_| corrupt("string is not UTF-8"))?;
+        let has_data = match r.u8()? {
+            0 => false,
+            1 => {
+                r.bytes_into(&mut data)?;
+                true
+            }
+            _ => return Err(corrupt("data flag")),
+        };
+        let data = has_data.then_some(&data[..]);
+        let longs = [r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?, r.i64()?];
+        let stat = NodeStat::from_fields(longs, [r.i32()?, r.i32()?, r.i32()?]);
+        let acl = r.u32()? as usize;
+        let acl_list = acls.get(acl).ok_or_else(|| corrupt("ACL ordinal"))?;
+        let (depth, digest) = if ordinal == 0 {
+            if parent != u32::MAX || !name.is_empty() {
+                return Err(corrupt("first node is not the root"));
+            }
+            path.push('/');
+            (0, 0)
+        } else {
+            while open.last().is_some_and(|(o, _)| *o != parent) {
+                open.pop();
+            }
+            let &(_, parent_len) = open.last().ok_or_else(|| corrupt("parent ordinal"))?;
+            if name.is_empty() || name.contains('/') {
+                return Err(corrupt("node name"));
+            }
+            path.truncate(parent_len);
+            if parent_len > 1 {
+                path.push('/');
+            }
+            path.push_str(name);
+            let digest = node_digest(&[path.as_bytes()], data, &stat, acl_list);
+            (open.len(), digest)
+        };
+        open.push((ordinal as u32, path.len()));
+        batch.bytes.extend_from_slice(name.as_bytes());
+        batch.bytes.extend_from_slice(data.unwrap_or_default());
+        batch.nodes.push(ParsedNode {
+            depth,
+            name_len: name.len(),
+            data_len: data.map(<[u8]>::len),
+            stat,
+            acl,
+            digest,
+        });
+        if batch.nodes.len() == BATCH_NODES && tx.send(std::mem::take(&mut batch)).is_err() {
+            return Ok(None);
+        }
+    }
+    if !batch.nodes.is_empty() && tx.send(batch).is_err() {
+        return Ok(None);
+    }
+    Ok(Some(r.i64()? as u64))
+}
+
+/// Builds the tree from the parser's batches: `count` nodes, the root first.
+fn build_tree(
+    rx: mpsc::Receiver<Batch>,
+    acls: AclTable,
+    acl_ids: &[AclId],
+    count: u64,
+) -> Result<DataTree, SnapshotError> {
+    let mut acls = Some(acls);
+    let mut tree: Option<DataTree> = None;
+    // The nodes from the root to the last one built, by depth.
+    let mut line: Vec<NodeId> = Vec::new();
+    let mut built = 0u64;
+    for batch in rx {
+        let mut at = 0;
+        let mut take = |len: usize| {
+            at += len;
+            &batch.bytes[at - len..at]
+        };
+        for n in &batch.nodes {
+            let name = std::str::from_utf8(take(n.name_len)).expect("the parser checked it");
+            let data = n.data_len.map(&mut take);
+            let acl = acl_ids[n.acl];
+            match tree.as_mut() {
+                None => {
+                    let acls = acls.take().expect("one root");
+                    let restored = DataTree::restored(acls, data, acl, n.stat, count as usize);
+                    tree = Some(restored);
+                    line.push(ROOT);
+                }
+                Some(t) => {
+                    line.truncate(n.depth);
+                    let parent = *line.last().expect("the parser checked the parent");
+                    let id = t
+                        .restore_child(parent, name, data, acl, n.stat, n.digest)
+                        .ok_or_else(|| corrupt("node name"))?;
+                    line.push(id);
+                }
+            }
+            built += 1;
+        }
+    }
+    if built != count {
+        return Err(corrupt("body ends early"));
+    }
+    tree.ok_or_else(|| corrupt("no root"))
 }
 
 impl<R: Read> Body<R> {

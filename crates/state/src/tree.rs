@@ -22,7 +22,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use thin_vec::ThinVec;
 use warden_proto::{Acl, Stat};
-use xxhash_rust::xxh3::{Xxh3, xxh3_64_with_seed};
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
@@ -336,6 +336,44 @@ pub struct DataTree {
 /// Marks the end of the free list.
 const NO_FREE: NodeId = NodeId::MAX;
 
+/// One node's share of the tree's digest: a hash of its path (given in pieces that join to
+/// it), its data, its stat and its ACL. The digest is the wrapping sum over all nodes, so a
+/// snapshot's loader may hash nodes apart from the tree that adds them.
+pub(crate) fn node_digest(
+    path: &[&[u8]],
+    data: Option<&[u8]>,
+    stat: &NodeStat,
+    acl: &[Acl],
+) -> u64 {
+    thread_local! {
+        static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // The fields laid end to end and hashed at once: feeding xxh3's streaming state a dozen
+    // small pieces cost twice as much, for the same digest.
+    INPUT.with_borrow_mut(|b| {
+        b.clear();
+        for piece in path {
+            b.extend_from_slice(piece);
+        }
+        b.push(u8::from(data.is_some()));
+        b.extend_from_slice(data.unwrap_or_default());
+        for v in stat.longs() {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in stat.ints() {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for a in acl {
+            b.extend_from_slice(&a.perms.to_le_bytes());
+            b.extend_from_slice(a.id.scheme.as_bytes());
+            b.push(0);
+            b.extend_from_slice(a.id.id.as_bytes());
+            b.push(0);
+        }
+        xxh3_64(b)
+    })
+}
+
 fn child_hash(parent: NodeId, name: &[u8]) -> u64 {
     xxh3_64_with_seed(name, u64::from(parent))
 }
@@ -352,10 +390,20 @@ struct ChildIndex {
 }
 
 impl ChildIndex {
-    fn new() -> Self {
+    /// An index with room for about `nodes` ids before any shard grows: a snapshot's load
+    /// knows its node count, and rehashing every shard as it doubles was a fifth of the load.
+    fn with_capacity(nodes: usize) -> Self {
+        let per_shard = nodes / INDEX_SHARDS;
+        // Shards fill unevenly (binomially, a standard deviation of about sqrt(per_shard)):
+        // an eighth more, and a little for small trees, keeps nearly every shard from growing.
+        let room = if nodes == 0 {
+            0
+        } else {
+            per_shard + per_shard / 8 + 16
+        };
         ChildIndex {
             shards: (0..INDEX_SHARDS)
-                .map(|_| Arc::new(HashTable::new()))
+                .map(|_| Arc::new(HashTable::with_capacity(room)))
                 .collect(),
         }
     }
@@ -370,8 +418,21 @@ impl ChildIndex {
         self.shards[Self::shard(hash)].find(hash, eq).copied()
     }
 
-    fn insert(&mut self, hash: u64, id: NodeId, rehash: impl Fn(&NodeId) -> u64) {
-        Arc::make_mut(&mut self.shards[Self::shard(hash)]).insert_unique(hash, id, rehash);
+    /// Inserts `id` unless `eq` finds an entry already there: one probe for both.
+    fn insert_new(
+        &mut self,
+        hash: u64,
+        id: NodeId,
+        eq: impl FnMut(&NodeId) -> bool,
+        rehash: impl Fn(&NodeId) -> u64,
+    ) -> bool {
+        match Arc::make_mut(&mut self.shards[Self::shard(hash)]).entry(hash, eq, rehash) {
+            hashbrown::hash_table::Entry::Occupied(_) => false,
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(id);
+                true
+            }
+        }
     }
 
     fn remove(&mut self, hash: u64, id: NodeId) {
@@ -397,17 +458,25 @@ impl DataTree {
     pub fn new() -> Self {
         let mut acls = AclTable::default();
         let acl = acls.acquire(&Acl::open());
-        DataTree::with_root(acls, Some(b""), acl, NodeStat::default())
+        DataTree::with_root(acls, Some(b""), acl, NodeStat::default(), 0)
     }
 
-    /// A tree holding only a root as given; `acls` already holds the root's reference.
-    fn with_root(acls: AclTable, data: Option<&[u8]>, acl: AclId, stat: NodeStat) -> Self {
-        let mut nodes = Arena::default();
+    /// A tree holding only a root as given, with room for `nodes` nodes; `acls` already
+    /// holds the root's reference.
+    fn with_root(
+        acls: AclTable,
+        data: Option<&[u8]>,
+        acl: AclId,
+        stat: NodeStat,
+        nodes: usize,
+    ) -> Self {
+        let index = ChildIndex::with_capacity(nodes);
+        let mut nodes = Arena::with_capacity(nodes);
         nodes.push(Node::new("", data, ROOT, acl, stat));
         let mut tree = DataTree {
             nodes,
             free: NO_FREE,
-            index: ChildIndex::new(),
+            index,
             acls: Arc::new(acls),
             ephemerals: Default::default(),
             containers: Default::default(),
@@ -521,25 +590,24 @@ impl DataTree {
 
     fn node_hash(&self, path: &str, id: NodeId) -> u64 {
         let n = self.nodes.get(id);
-        let s = n.stat();
-        let mut h = Xxh3::new();
-        h.update(path.as_bytes());
-        h.update(&[u8::from(n.data().is_some())]);
-        h.update(n.data().unwrap_or_default());
-        for v in s.longs() {
-            h.update(&v.to_le_bytes());
-        }
-        for v in s.ints() {
-            h.update(&v.to_le_bytes());
-        }
-        for a in self.acls.get(n.acl).iter() {
-            h.update(&a.perms.to_le_bytes());
-            h.update(a.id.scheme.as_bytes());
-            h.update(&[0]);
-            h.update(a.id.id.as_bytes());
-            h.update(&[0]);
-        }
-        h.digest()
+        node_digest(
+            &[path.as_bytes()],
+            n.data(),
+            &n.stat(),
+            self.acls.get(n.acl),
+        )
+    }
+
+    /// [`DataTree::node_hash`] of the child `id` of `parent_path`, without building its path.
+    fn child_node_hash(&self, parent_path: &str, id: NodeId) -> u64 {
+        let n = self.nodes.get(id);
+        let separator: &[u8] = if parent_path == "/" { b"" } else { b"/" };
+        node_digest(
+            &[parent_path.as_bytes(), separator, n.name_bytes()],
+            n.data(),
+            &n.stat(),
+            self.acls.get(n.acl),
+        )
     }
 
     /// Applies `change` to node `id` at `path`, keeping the digest in step.
@@ -564,7 +632,12 @@ impl DataTree {
         parent_cversion: i32,
     ) -> NodeId {
         let acl = Arc::make_mut(&mut self.acls).acquire(acl);
-        let id = self.attach(parent_path, parent, name, data, acl, stat);
+        let id = self
+            .attach(parent, name, data, acl, stat)
+            .expect("create of an existing node");
+        self.digest = self
+            .digest
+            .wrapping_add(self.child_node_hash(parent_path, id));
         self.modify(parent_path, parent, |t, p| {
             let pn = t.nodes.get_mut(p);
             pn.cversion = parent_cversion;
@@ -586,43 +659,51 @@ impl DataTree {
         id
     }
 
-    /// Puts a node in the arena, the index, its parent's children and the kind sets, and
-    /// adds it to the digest; the parent's stat is left alone.
+    /// Puts a node in the arena, the index, its parent's children and the kind sets; the
+    /// digest and the parent's stat are left to the caller. `None`, and nothing changed, if
+    /// the parent already has a child of that name.
     fn attach(
         &mut self,
-        parent_path: &str,
         parent: NodeId,
         name: &str,
         data: Option<&[u8]>,
         acl: AclId,
         stat: NodeStat,
-    ) -> NodeId {
-        assert!(
-            self.child(parent, name).is_none(),
-            "create of an existing node"
-        );
-        let node = Node::new(name, data, parent, acl, stat);
+    ) -> Option<NodeId> {
         let id = if self.free == NO_FREE {
-            let id = NodeId::try_from(self.nodes.len())
+            NodeId::try_from(self.nodes.len())
                 .ok()
                 .filter(|id| *id != NO_FREE)
-                .expect("fewer than 2^32 - 1 znodes");
-            self.nodes.push(node);
-            id
+                .expect("fewer than 2^32 - 1 znodes")
         } else {
-            let id = self.free;
+            self.free
+        };
+        let nodes = &self.nodes;
+        let name_bytes = name.as_bytes();
+        let added = self.index.insert_new(
+            child_hash(parent, name_bytes),
+            id,
+            |&c| {
+                let n = nodes.get(c);
+                n.parent == parent && n.name_bytes() == name_bytes
+            },
+            |&c| {
+                let n = nodes.get(c);
+                child_hash(n.parent, n.name_bytes())
+            },
+        );
+        if !added {
+            return None;
+        }
+        let node = Node::new(name, data, parent, acl, stat);
+        if self.free == NO_FREE {
+            self.nodes.push(node);
+        } else {
             let slot = self.nodes.get_mut(id);
             assert!(slot.is_free(), "the free list holds free slots only");
             self.free = slot.acl;
             *slot = node;
-            id
-        };
-        let nodes = &self.nodes;
-        self.index
-            .insert(child_hash(parent, name.as_bytes()), id, |&c| {
-                let n = nodes.get(c);
-                child_hash(n.parent, n.name_bytes())
-            });
+        }
         self.live += 1;
         match NodeKind::of_owner(stat.ephemeral_owner) {
             NodeKind::Ephemeral(owner) => {
@@ -637,35 +718,39 @@ impl DataTree {
             NodeKind::Persistent => {}
         }
         self.nodes.get_mut(parent).children.push(id);
-        let child_path = path::join(parent_path, name);
-        self.digest = self.digest.wrapping_add(self.node_hash(&child_path, id));
-        id
+        Some(id)
     }
 
-    /// Restores a node read from a snapshot under an already restored parent, stat as saved.
+    /// Restores a node read from a snapshot under an already restored parent, stat as saved;
+    /// `digest` is its [`node_digest`], hashed by the loader. `None` if the parent already
+    /// has a child of that name.
     pub(crate) fn restore_child(
         &mut self,
-        parent_path: &str,
         parent: NodeId,
         name: &str,
         data: Option<&[u8]>,
         acl: AclId,
         stat: NodeStat,
-    ) -> NodeId {
+        digest: u64,
+    ) -> Option<NodeId> {
+        let id = self.attach(parent, name, data, acl, stat)?;
         Arc::make_mut(&mut self.acls).add_ref(acl);
-        self.attach(parent_path, parent, name, data, acl, stat)
+        self.digest = self.digest.wrapping_add(digest);
+        Some(id)
     }
 
-    /// An empty tree whose root is as saved, with the snapshot's ACL lists interned in order.
+    /// An empty tree whose root is as saved, with the snapshot's ACL lists interned in order,
+    /// and room for the `nodes` nodes the snapshot holds.
     pub(crate) fn restored(
         acls: AclTable,
         root_data: Option<&[u8]>,
         root_acl: AclId,
         root_stat: NodeStat,
+        nodes: usize,
     ) -> Self {
         let mut acls = acls;
         acls.add_ref(root_acl);
-        DataTree::with_root(acls, root_data, root_acl, root_stat)
+        DataTree::with_root(acls, root_data, root_acl, root_stat, nodes)
     }
 
     /// Removes the childless node `id` at `path`; the parent's pzxid becomes `zxid`

@@ -1,5 +1,5 @@
 //! Snapshots at scale: 1,000,000 znodes round trip exactly, and a corrupted byte anywhere is
-//! refused rather than loaded.
+//! refused rather than loaded (whether checked in memory or streamed from a file).
 
 use warden_proto::request::CreateRequest;
 use warden_proto::{Acl, Request};
@@ -112,6 +112,8 @@ fn the_zxid_is_read_without_decoding_the_rest() {
 #[test]
 fn every_corrupted_byte_is_detected() {
     let bytes = snapshot::encode(&populated(2, 10));
+    let len = bytes.len() as u64;
+    assert!(snapshot::verify_stream(&mut &bytes[..], len).is_ok());
     for i in 0..bytes.len() {
         let mut bad = bytes.clone();
         bad[i] ^= 0x01;
@@ -119,7 +121,14 @@ fn every_corrupted_byte_is_detected() {
             snapshot::decode(&bad).is_err(),
             "flipped byte {i} went unnoticed"
         );
+        // The check a restart makes while streaming the file agrees with the one in memory.
+        assert_eq!(
+            snapshot::verify_stream(&mut &bad[..], len).ok(),
+            snapshot::verify(&bad).ok().map(|(_, version)| version),
+            "flipped byte {i}"
+        );
     }
+    assert!(snapshot::verify_stream(&mut &bytes[..bytes.len() - 1], len).is_err());
     assert!(matches!(
         snapshot::decode(&bytes[..bytes.len() - 1]),
         Err(SnapshotError::Truncated | SnapshotError::Checksum { .. })
@@ -127,5 +136,69 @@ fn every_corrupted_byte_is_detected() {
     assert!(matches!(
         snapshot::decode(b"nonsense"),
         Err(SnapshotError::Truncated)
+    ));
+}
+
+/// A snapshot whose body `change` altered, framed again with a good checksum: damage that only
+/// the decoder itself can find.
+fn reframed(bytes: &[u8], change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let (header, rest) = bytes.split_at(12);
+    let mut body = zstd::decode_all(&rest[..rest.len() - 12]).unwrap();
+    change(&mut body);
+    let mut out = header.to_vec();
+    out.extend(zstd::encode_all(&body[..], 3).unwrap());
+    let len = out.len() as u64;
+    out.extend(crc32c::crc32c(&out).to_le_bytes());
+    out.extend(len.to_le_bytes());
+    out
+}
+
+/// Where the record of the first node named `name` starts: its parent's ordinal.
+fn record_of(body: &[u8], name: &str) -> usize {
+    let mut needle = (name.len() as u64).to_le_bytes().to_vec();
+    needle.extend(name.as_bytes());
+    let at = body
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the name is in the body");
+    at - 4
+}
+
+/// Damage inside a well-framed body is refused with what is wrong, whichever of the loader's
+/// two threads (the one parsing nodes, the one building the tree) meets it.
+#[test]
+fn a_body_that_does_not_make_a_tree_is_refused() {
+    let bytes = snapshot::encode(&populated(2, 3));
+    assert!(snapshot::decode(&reframed(&bytes, |_| {})).is_ok());
+    let corrupt = |bytes: &[u8]| match snapshot::decode(bytes) {
+        Err(SnapshotError::Corrupt(what)) => what,
+        other => panic!("expected a corrupt body, got {:?}", other.map(|_| ())),
+    };
+    // Two children of one parent with one name: found while building the tree.
+    let twin = reframed(&bytes, |body| {
+        let at = record_of(body, "n000001");
+        body[at + 4 + 8..at + 4 + 8 + 7].copy_from_slice(b"n000000");
+    });
+    assert_eq!(corrupt(&twin), "node name");
+    // A parent that is not an open node before it: found while parsing.
+    let orphan = reframed(&bytes, |body| {
+        let at = record_of(body, "n000001");
+        body[at..at + 4].copy_from_slice(&0xFFFF_FF00u32.to_le_bytes());
+    });
+    assert_eq!(corrupt(&orphan), "parent ordinal");
+    // Nodes missing at the end.
+    let short = reframed(&bytes, |body| {
+        let at = record_of(body, "n000002");
+        body.truncate(at);
+    });
+    assert_eq!(corrupt(&short), "body ends early");
+    // A node changed after it was hashed: every node is sound, the digest is not.
+    let changed = reframed(&bytes, |body| {
+        let at = record_of(body, "n000002");
+        body[at + 4 + 8 + 7 + 1 + 8] ^= 1;
+    });
+    assert!(matches!(
+        snapshot::decode(&changed),
+        Err(SnapshotError::Digest { .. })
     ));
 }
