@@ -112,6 +112,10 @@ pub struct Limits {
 pub struct Snapshots {
     /// Transactions between two snapshots (ZooKeeper's snapCount).
     pub interval_txns: u64,
+    /// Take a snapshot at a clean stop (SIGTERM, SIGINT) when entries were applied since the
+    /// last one, so that the next start loads it and replays no log (ClickHouse Keeper's
+    /// `create_snapshot_on_exit`). A crash still restarts from the last snapshot and the log.
+    pub on_exit: bool,
 }
 
 /// Which old snapshots and log segments are deleted, and how often (ZooKeeper's autopurge.*).
@@ -690,6 +694,7 @@ impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
             interval_txns: 100_000,
+            on_exit: true,
         }
     }
 }
@@ -1134,6 +1139,7 @@ mod tests {
             },
             snapshots: Snapshots {
                 interval_txns: 5_000,
+                on_exit: false,
             },
             purge: Purge {
                 snapshots_retained_count: 5,

@@ -483,6 +483,7 @@ impl Server {
                 log_dir: config.resolved_log_dir().join("log"),
                 snapshot_dir: config.data_dir.join("snapshots"),
                 snapshot_interval_txns: config.snapshots.interval_txns,
+                snapshot_on_exit: config.snapshots.on_exit,
                 snapshots_retained_count: config.purge.snapshots_retained_count,
                 tick_time_ms: config.tick_time_ms,
                 flush_wait: LOG_FLUSH_WAIT,
@@ -661,6 +662,7 @@ impl Server {
         // server rather than be served by one whose consensus has stopped.
         self.ctx.replica().close_all("this server is stopping");
         self.ctx.forwarder.close();
+        self.ctx.consensus.snapshot_before_exit().await;
         self.ctx.consensus.shutdown().await;
         tracing::info!("stopped");
     }

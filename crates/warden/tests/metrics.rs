@@ -471,7 +471,7 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     assert!(metrics.value("warden_snapshot_last_bytes") > 0.0);
     assert!(metrics.value("warden_znode_bytes_avg") > 0.0);
 
-    // A restart loads the snapshot and replays the log after it.
+    // A restart loads a snapshot: the one the stop took (snapshots.on_exit).
     let mut warden = warden;
     warden.terminate();
     warden.restart();

@@ -98,6 +98,7 @@ mod tests {
                 log_dir: dir.path().join("log"),
                 snapshot_dir: dir.path().join("snapshots"),
                 snapshot_interval_txns: 1000,
+                snapshot_on_exit: false,
                 snapshots_retained_count: 3,
                 tick_time_ms: 200,
                 flush_wait: Duration::ZERO,

@@ -7,7 +7,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use openraft::alias::{EntryOf, LogIdOf, PayloadOf, VoteOf};
@@ -25,8 +25,10 @@ use super::types::WardenRaft;
 const LOG_CACHE_ENTRIES_MAX: usize = 8192;
 /// Bytes of entries kept in memory (as raft-log estimates them).
 const LOG_CACHE_BYTES_MAX: usize = 32 << 20;
-/// Size at which the log moves on to a new file; purging deletes whole files.
-const LOG_FILE_BYTES_MAX: usize = 64 << 20;
+/// Size at which the log moves on to a new file; purging deletes whole files, and a
+/// restart reads back every file that is left: 16 MiB (about 55,000 creates of 100 bytes)
+/// keeps what is read beyond the entries a purge keeps small.
+const LOG_FILE_BYTES_MAX: usize = 16 << 20;
 
 /// A serde value in raft-log's record codec (MessagePack inside a length-prefixed buffer).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,6 +47,81 @@ impl<T: DeserializeOwned> Decode for Cw<T> {
         rmp_serde::from_slice(&buf)
             .map(Cw)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// An entry's payload as the log holds it: an appended entry's value, encoded for the file
+/// when it is written; an entry read back from the file, its bytes, decoded only when the
+/// entry itself is read. A restart reads every retained entry to index the log, and
+/// decoding each one then (most are never read again) was most of its cost. Shared, so that
+/// raft-log's cache and the readers it serves hold one copy.
+#[derive(Clone)]
+pub struct Payload(Arc<PayloadForms>);
+
+struct PayloadForms {
+    /// MessagePack, as `Cw` encodes: the bytes on disk are the same whichever form came first.
+    bytes: OnceLock<Vec<u8>>,
+    value: OnceLock<PayloadOf<WardenRaft>>,
+}
+
+impl Payload {
+    fn new(value: PayloadOf<WardenRaft>) -> Payload {
+        Payload(Arc::new(PayloadForms {
+            bytes: OnceLock::new(),
+            value: OnceLock::from(value),
+        }))
+    }
+
+    /// The bytes as the file holds them (codeq's length-prefixed `Vec<u8>`).
+    fn bytes(&self) -> io::Result<&Vec<u8>> {
+        if let Some(bytes) = self.0.bytes.get() {
+            return Ok(bytes);
+        }
+        let value = self.0.value.get().expect("a payload has one form or both");
+        let bytes = rmp_serde::to_vec(value).map_err(io::Error::other)?;
+        Ok(self.0.bytes.get_or_init(|| bytes))
+    }
+
+    /// The entry's payload, decoded on the first read of it.
+    fn value(&self) -> io::Result<PayloadOf<WardenRaft>> {
+        if let Some(value) = self.0.value.get() {
+            return Ok(value.clone());
+        }
+        let bytes = self.0.bytes.get().expect("a payload has one form or both");
+        let value = rmp_serde::from_slice(bytes)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(self.0.value.get_or_init(|| value).clone())
+    }
+
+    /// What the cache is charged: both forms, once a read has decoded the entry.
+    fn size(&self) -> u64 {
+        let encoded = self.bytes().map_or(0, Vec::len) as u64;
+        64 + 2 * encoded
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.0.value.get(), self.0.bytes.get()) {
+            (Some(value), _) => value.fmt(f),
+            (None, Some(bytes)) => write!(f, "<{} bytes not yet decoded>", bytes.len()),
+            (None, None) => f.write_str("<empty>"),
+        }
+    }
+}
+
+impl Encode for Payload {
+    fn encode<W: io::Write>(&self, w: W) -> Result<usize, io::Error> {
+        self.bytes()?.encode(w)
+    }
+}
+
+impl Decode for Payload {
+    fn decode<R: io::Read>(r: R) -> Result<Self, io::Error> {
+        Ok(Payload(Arc::new(PayloadForms {
+            bytes: OnceLock::from(Vec::decode(r)?),
+            value: OnceLock::new(),
+        })))
     }
 }
 
@@ -135,7 +212,7 @@ pub struct LogTypes;
 
 impl raft_log::Types for LogTypes {
     type LogId = Cw<LogIdOf<WardenRaft>>;
-    type LogPayload = Cw<PayloadOf<WardenRaft>>;
+    type LogPayload = Payload;
     type Vote = Cw<VoteOf<WardenRaft>>;
     type Callback = Flushed;
     type UserData = Cw<LogOwner>;
@@ -145,11 +222,7 @@ impl raft_log::Types for LogTypes {
     }
 
     fn payload_size(payload: &Self::LogPayload) -> u64 {
-        match &payload.0 {
-            // The encoded size tracks the request's path and data, which dominate.
-            openraft::EntryPayload::Normal(p) => 64 + p.encode().len() as u64,
-            _ => 64,
-        }
+        payload.size()
     }
 }
 
@@ -224,7 +297,20 @@ impl LogStore {
         config.log_cache_max_items = Some(LOG_CACHE_ENTRIES_MAX);
         config.log_cache_capacity = Some(LOG_CACHE_BYTES_MAX);
         config.wal.chunk_max_size = Some(LOG_FILE_BYTES_MAX);
+        let started = Instant::now();
         let mut log = raft_log::RaftLog::<LogTypes>::open(Arc::new(config)).map_err(io_err)?;
+        let state = log.log_state();
+        let first = state.purged().map_or(0, |p| p.0.index + 1);
+        let entries = state
+            .last()
+            .map_or(0, |l| l.0.index + 1)
+            .saturating_sub(first);
+        tracing::info!(
+            entries,
+            ms = started.elapsed().as_millis() as u64,
+            dir = %dir.display(),
+            "log opened"
+        );
         match log.log_state().user_data.clone() {
             Some(Cw(owner)) if owner.node_id != node_id => {
                 return Err(OpenError::WrongOwner {
@@ -318,12 +404,13 @@ impl RaftLogReader<WardenRaft> for LogStore {
         range: RB,
     ) -> Result<Vec<EntryOf<WardenRaft>>, io::Error> {
         let (start, end) = half_open(&range);
-        self.log()
-            .read(start, end)
-            .map(|r| {
-                r.map(|(id, payload)| Entry {
+        // Shared payloads under the lock; decoded, if they never were, after it.
+        let read: Vec<_> = self.log().read(start, end).collect::<Result<_, _>>()?;
+        read.into_iter()
+            .map(|(id, payload)| {
+                Ok(Entry {
                     log_id: id.0,
-                    payload: payload.0,
+                    payload: payload.value()?,
                 })
             })
             .collect()
@@ -402,7 +489,11 @@ impl RaftLogStorage<WardenRaft> for LogStore {
         I::IntoIter: Send,
     {
         let mut log = self.log();
-        log.append(entries.into_iter().map(|e| (Cw(e.log_id), Cw(e.payload))))?;
+        log.append(
+            entries
+                .into_iter()
+                .map(|e| (Cw(e.log_id), Payload::new(e.payload))),
+        )?;
         // Durable before the callback: openraft counts the entries only once it fires.
         let flushed = Flushed::Append {
             callback,
@@ -428,6 +519,10 @@ impl RaftLogStorage<WardenRaft> for LogStore {
         let purged = log.log_state().purged().map(|p| p.0.index);
         if purged.is_none_or(|p| p < upto.index) {
             log.purge(Cw(upto))?;
+            // raft-log deletes the purged files only after a flush that makes the purge
+            // durable: without one here they stay until the next write, and when writes
+            // stop after a snapshot a restart reads them all back.
+            log.flush(true, None)?;
         }
         Ok(())
     }

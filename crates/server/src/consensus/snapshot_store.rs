@@ -118,40 +118,54 @@ impl SnapshotStore {
     }
 
     /// Checks the newest snapshot end to end (its metadata and the tree's checksum) without
-    /// loading it: a damaged one is an `InvalidData` error naming the file.
+    /// loading it: a damaged one is an `InvalidData` error naming the file. The state's bytes
+    /// are checksummed as they stream by, so a check holds no second copy of the snapshot.
     pub fn verify_latest(&self) -> io::Result<()> {
         let Some(path) = self.files()?.pop() else {
             return Ok(());
         };
-        let snapshot = Self::read(&path)?;
-        warden_state::snapshot::verify(&snapshot.snapshot)
+        let (_, mut r, len) = Self::open_file(&path)?;
+        warden_state::snapshot::verify_stream(&mut r, len)
             .map(|_| ())
             .map_err(|e| corrupt(&path, &e.to_string()))
     }
 
     fn read(path: &Path) -> io::Result<Snapshot> {
-        let bytes = fs::read(path)?;
-        let rest = bytes
-            .strip_prefix(MAGIC.as_slice())
-            .ok_or_else(|| corrupt(path, "not a Warden snapshot file"))?;
-        let (len, rest) = rest
-            .split_first_chunk::<4>()
-            .ok_or_else(|| corrupt(path, "truncated header"))?;
-        let len = u32::from_be_bytes(*len) as usize;
-        if rest.len() < len + 4 {
+        let (meta, mut r, len) = Self::open_file(path)?;
+        // Read straight into a buffer of the right size: no copy, no growth.
+        let mut snapshot = Vec::with_capacity(len as usize);
+        io::Read::read_to_end(&mut r, &mut snapshot)?;
+        Ok(Snapshot { meta, snapshot })
+    }
+
+    /// Opens a snapshot file and reads and checks its metadata; returns it with a reader
+    /// positioned at the state's bytes, and how many bytes of them there are.
+    fn open_file(
+        path: &Path,
+    ) -> io::Result<(SnapshotMetaOf<WardenRaft>, io::BufReader<fs::File>, u64)> {
+        let file = fs::File::open(path)?;
+        let file_len = file.metadata()?.len();
+        let mut r = io::BufReader::with_capacity(1 << 20, file);
+        let mut head = [0u8; MAGIC.len() + 4];
+        io::Read::read_exact(&mut r, &mut head).map_err(|_| corrupt(path, "truncated header"))?;
+        if head[..MAGIC.len()] != MAGIC[..] {
+            return Err(corrupt(path, "not a Warden snapshot file"));
+        }
+        let len = u32::from_be_bytes(head[MAGIC.len()..].try_into().expect("4 bytes")) as u64;
+        let header = MAGIC.len() as u64 + 4 + len + 4;
+        if file_len < header {
             return Err(corrupt(path, "truncated metadata"));
         }
-        let (meta, rest) = rest.split_at(len);
-        let (crc, data) = rest.split_at(4);
-        if crc32c::crc32c(meta).to_be_bytes() != crc {
+        let mut meta = vec![0u8; len as usize];
+        io::Read::read_exact(&mut r, &mut meta)?;
+        let mut crc = [0u8; 4];
+        io::Read::read_exact(&mut r, &mut crc)?;
+        if crc32c::crc32c(&meta).to_be_bytes() != crc {
             return Err(corrupt(path, "metadata checksum mismatch"));
         }
         let meta: SnapshotMetaOf<WardenRaft> =
-            rmp_serde::from_slice(meta).map_err(|e| corrupt(path, &e.to_string()))?;
-        Ok(Snapshot {
-            meta,
-            snapshot: data.to_vec(),
-        })
+            rmp_serde::from_slice(&meta).map_err(|e| corrupt(path, &e.to_string()))?;
+        Ok((meta, r, file_len - header))
     }
 
     /// The newest snapshot's zxid and when its file was written, reading only its first

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use warden_proto::jute::{DecodeError, Reader, Record, Writer};
@@ -266,16 +266,75 @@ pub fn mirrored_txn(wire: Vec<u8>) -> Result<MirroredTxn, DecodeError> {
     })
 }
 
-impl Serialize for Proposal {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.encode())
+/// A proposal as openraft carries it: one copy shared by the log's cache, the apply and
+/// every replication stream (each used to take a deep copy), with its log encoding made at
+/// most once, whether for the log file, a follower, or the cache's size estimate.
+#[derive(Clone)]
+pub struct LogProposal(Arc<Encoded>);
+
+struct Encoded {
+    proposal: Proposal,
+    bytes: OnceLock<Box<[u8]>>,
+}
+
+impl LogProposal {
+    pub fn new(proposal: Proposal) -> LogProposal {
+        LogProposal(Arc::new(Encoded {
+            proposal,
+            bytes: OnceLock::new(),
+        }))
+    }
+
+    /// [`Proposal::encode`], made on first use and kept.
+    pub fn encoded(&self) -> &[u8] {
+        self.0
+            .bytes
+            .get_or_init(|| self.0.proposal.encode().into_boxed_slice())
     }
 }
 
-impl<'de> Deserialize<'de> for Proposal {
+impl std::ops::Deref for LogProposal {
+    type Target = Proposal;
+    fn deref(&self) -> &Proposal {
+        &self.0.proposal
+    }
+}
+
+impl PartialEq for LogProposal {
+    fn eq(&self, other: &LogProposal) -> bool {
+        self.0.proposal == other.0.proposal
+    }
+}
+
+impl Eq for LogProposal {}
+
+impl fmt::Debug for LogProposal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.proposal.fmt(f)
+    }
+}
+
+impl fmt::Display for LogProposal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.proposal.fmt(f)
+    }
+}
+
+impl Serialize for LogProposal {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.encoded())
+    }
+}
+
+impl<'de> Deserialize<'de> for LogProposal {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let bytes: serde_bytes_buf::Bytes = Deserialize::deserialize(d)?;
-        Proposal::decode(&bytes.0).map_err(serde::de::Error::custom)
+        let proposal = Proposal::decode(&bytes.0).map_err(serde::de::Error::custom)?;
+        // The bytes read are the encoding: kept, they spare an encode if the entry is sent on.
+        Ok(LogProposal(Arc::new(Encoded {
+            proposal,
+            bytes: OnceLock::from(bytes.0.into_boxed_slice()),
+        })))
     }
 }
 
@@ -353,7 +412,7 @@ impl<T: Send + 'static> openraft::raft::responder::Responder<WardenRaft, T> for 
 pub struct WardenRaft {}
 
 impl openraft::RaftTypeConfig for WardenRaft {
-    type D = Proposal;
+    type D = LogProposal;
     type R = Applied;
     type NodeId = u64;
     type Node = PeerNode;
@@ -381,9 +440,15 @@ mod tests {
     use warden_proto::request::CreateRequest;
 
     fn roundtrip(p: Proposal) {
+        let p = LogProposal::new(p);
         let bytes = rmp_serde::to_vec(&p).unwrap();
-        let back: Proposal = rmp_serde::from_slice(&bytes).unwrap();
+        let back: LogProposal = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!(p, back);
+        assert_eq!(
+            back.encoded(),
+            p.encode(),
+            "the bytes read are kept as the encoding"
+        );
     }
 
     #[test]
