@@ -22,8 +22,11 @@ const FORMAT_VERSION_V1: u32 = 1;
 const FORMAT_VERSION_V2: u32 = 2;
 const HEADER_BYTES: usize = 12;
 const TRAILER_BYTES: usize = 12;
-/// zstd level 3: most of the ratio at a small fraction of the time of higher levels.
-const ZSTD_LEVEL: i32 = 3;
+/// zstd level 1. On the body of a 1,000,000-znode snapshot (192 MB of 100-byte random values
+/// and their paths and stats) level 1 compressed 2.4 times as fast as level 3 (203 against
+/// 86 MB/s, `zstd -b1 -e3`) to the same size (2.20x against 2.19x): a snapshot's time is
+/// mostly compression, and a clean stop waits for one (`snapshots.on_exit`).
+const ZSTD_LEVEL: i32 = 1;
 /// No single string or buffer in a snapshot is larger than this (far above any frame limit).
 const FIELD_BYTES_MAX: usize = 1 << 30;
 
