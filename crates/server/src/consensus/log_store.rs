@@ -93,10 +93,12 @@ impl Payload {
         Ok(self.0.value.get_or_init(|| value).clone())
     }
 
-    /// What the cache is charged: both forms, once a read has decoded the entry.
+    /// What the cache is charged: the record's bytes, and once the entry is read, the
+    /// decoded proposal and the proposal's own encoding (kept for replication), each about
+    /// as large.
     fn size(&self) -> u64 {
         let encoded = self.bytes().map_or(0, Vec::len) as u64;
-        64 + 2 * encoded
+        64 + 3 * encoded
     }
 }
 
