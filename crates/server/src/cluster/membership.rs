@@ -174,10 +174,12 @@ pub async fn reconfig(
         return;
     }
     let request = request.clone();
-    let wanted = if !begin(ctx).await {
+    // How long a reconfig waits for an earlier one to be over (`begin`, `change`).
+    let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
+    let wanted = if !begin(ctx, deadline).await {
         Err(ErrorCode::RECONFIG_IN_PROGRESS)
     } else {
-        let prepared = prepare(ctx, &request, &proposal.txn.auth).await;
+        let prepared = prepare(ctx, &request, &proposal.txn.auth, deadline).await;
         if prepared.is_err() {
             ctx.reconfiguring.store(false, Ordering::Release);
         }
@@ -208,10 +210,9 @@ pub async fn reconfig(
 
 /// Takes the one reconfiguration slot. A change whose client was answered may still be
 /// removing the members that left (step 4, usually a few milliseconds): a reconfig that comes
-/// right after it waits for that, up to two election timeouts, rather than fail with
-/// ReconfigInProgress, since to its client the earlier one is over.
-async fn begin(ctx: &Context) -> bool {
-    let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
+/// right after it waits for that, until `deadline`, rather than fail with ReconfigInProgress,
+/// since to its client the earlier one is over.
+async fn begin(ctx: &Context, deadline: tokio::time::Instant) -> bool {
     while ctx.reconfiguring.swap(true, Ordering::AcqRel) {
         if tokio::time::Instant::now() >= deadline {
             return false;
@@ -227,6 +228,7 @@ async fn prepare(
     ctx: &Arc<Context>,
     request: &ReconfigRequest,
     auth: &[Id],
+    deadline: tokio::time::Instant,
 ) -> Result<Vec<Member>, ErrorCode> {
     if !ctx.config.cluster.reconfig_enabled || ctx.consensus.standalone() {
         return Err(ErrorCode::RECONFIG_DISABLED);
@@ -280,18 +282,34 @@ async fn prepare(
     {
         during.push(member_addr(old));
     }
-    change(ctx, &during).await?;
+    change(ctx, &during, deadline).await?;
     Ok(wanted)
 }
 
 /// Applies a membership change, mapping its failure to ZooKeeper's error codes.
-async fn change(ctx: &Context, members: &[MemberAddr]) -> Result<(), ErrorCode> {
-    match ctx.consensus.change_members(members).await {
-        Ok(()) => Ok(()),
-        Err(MembershipError::InProgress) => Err(ErrorCode::RECONFIG_IN_PROGRESS),
-        Err(e) => {
-            tracing::warn!(error = %e, "reconfig: the membership change failed");
-            Err(ErrorCode::NEW_CONFIG_NO_QUORUM)
+///
+/// Raft refuses a change while the newest membership in the log is not committed. A leader
+/// just elected holds its predecessor's last one uncommitted until its own first entry
+/// commits: right after a reconfig that removed the leader, the next reconfig (its client was
+/// answered, so to it the cluster is settled) reaches such a leader. That wait is a few
+/// milliseconds, or longer on a busy machine; the change is retried until `deadline` before
+/// the client gets ReconfigInProgress.
+async fn change(
+    ctx: &Context,
+    members: &[MemberAddr],
+    deadline: tokio::time::Instant,
+) -> Result<(), ErrorCode> {
+    loop {
+        match ctx.consensus.change_members(members).await {
+            Ok(()) => return Ok(()),
+            Err(MembershipError::InProgress) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(MembershipError::InProgress) => return Err(ErrorCode::RECONFIG_IN_PROGRESS),
+            Err(e) => {
+                tracing::warn!(error = %e, "reconfig: the membership change failed");
+                return Err(ErrorCode::NEW_CONFIG_NO_QUORUM);
+            }
         }
     }
 }
