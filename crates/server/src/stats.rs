@@ -385,10 +385,9 @@ impl ServerStats {
         self.recovery_done.store(true, Ordering::Relaxed);
     }
 
-    pub fn snapshot_written(&self, ms: u64, bytes: usize) {
+    pub fn snapshot_written(&self, ms: u64, bytes: u64) {
         self.snapshot_ms.record(ms);
-        self.snapshot_last_bytes
-            .store(bytes as u64, Ordering::Relaxed);
+        self.snapshot_last_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// `srst`: counters back to zero.

@@ -50,26 +50,106 @@ pub enum SnapshotError {
 
 /// Encodes the whole state.
 pub fn encode(state: &State) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 << 20);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    let mut z = zstd::stream::write::Encoder::new(out, ZSTD_LEVEL).expect("zstd encoder");
-    z.include_checksum(true).expect("zstd option");
-    write_body(state, &mut io::BufWriter::with_capacity(1 << 16, &mut z))
-        .expect("writing to memory cannot fail");
-    let mut out = z.finish().expect("writing to memory cannot fail");
-    let len = out.len() as u64;
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&len.to_le_bytes());
-    out
+    encode_to(state, Vec::with_capacity(1 << 20)).expect("writing to memory cannot fail")
 }
 
-/// Decodes a snapshot made by [`encode`].
+/// Encodes the whole state into `w` as it goes (a snapshot file is written without the
+/// encoding ever held whole in memory); returns `w`.
+pub fn encode_to<W: Write>(state: &State, w: W) -> io::Result<W> {
+    let mut framed = Checksummed::new(w);
+    framed.write_all(MAGIC)?;
+    framed.write_all(&FORMAT_VERSION.to_le_bytes())?;
+    let mut z = zstd::stream::write::Encoder::new(framed, ZSTD_LEVEL)?;
+    z.include_checksum(true)?;
+    let mut body = io::BufWriter::with_capacity(1 << 16, z);
+    write_body(state, &mut body)?;
+    let framed = body.into_inner().map_err(|e| e.into_error())?.finish()?;
+    let (mut w, crc, len) = (framed.inner, framed.crc, framed.len);
+    w.write_all(&crc.to_le_bytes())?;
+    w.write_all(&len.to_le_bytes())?;
+    Ok(w)
+}
+
+/// Decodes a snapshot made by [`encode`], checking it whole before it decodes anything.
 pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
     let (covered, version) = verify(bytes)?;
     let z = zstd::stream::read::Decoder::new(&covered[HEADER_BYTES..])?;
     read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
+}
+
+/// Decodes a snapshot of `len` bytes read from `r` as they stream by, never holding it
+/// whole: the checksum is computed on the way and checked before the state is returned, so
+/// a damaged snapshot is still refused, never half-loaded. For a snapshot already checked
+/// once ([`verify_stream`] of a file at start): what the check guards against here is a
+/// change since, and a damaged body that the decoder trips on first is reported as the
+/// checksum mismatch it also is.
+pub fn decode_from<R: Read + Send>(r: R, len: u64) -> Result<State, SnapshotError> {
+    if len < (HEADER_BYTES + TRAILER_BYTES) as u64 {
+        return Err(SnapshotError::Truncated);
+    }
+    let covered = len - TRAILER_BYTES as u64;
+    let mut r = Checksummed::new(r.take(covered));
+    let mut header = [0u8; HEADER_BYTES];
+    r.read_exact(&mut header)
+        .map_err(|_| SnapshotError::Truncated)?;
+    let version = check_version(&header)?;
+    let decoded = zstd::stream::read::Decoder::new(&mut r)
+        .map_err(SnapshotError::from)
+        .and_then(|z| read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version));
+    // The rest of the checksummed bytes (the decoder may stop short of them, or have failed).
+    io::copy(&mut r, &mut io::sink())?;
+    if r.len != covered {
+        return Err(SnapshotError::Truncated);
+    }
+    let computed = r.crc;
+    let mut rest = r.inner.into_inner();
+    let mut trailer = [0u8; TRAILER_BYTES];
+    rest.read_exact(&mut trailer)
+        .map_err(|_| SnapshotError::Truncated)?;
+    check_frame(&header, &trailer, covered, || computed)?;
+    decoded
+}
+
+/// Bytes passing through, to a writer or from a reader, with their CRC-32C and count.
+struct Checksummed<T> {
+    inner: T,
+    crc: u32,
+    len: u64,
+}
+
+impl<T> Checksummed<T> {
+    fn new(inner: T) -> Checksummed<T> {
+        Checksummed {
+            inner,
+            crc: 0,
+            len: 0,
+        }
+    }
+
+    fn count(&mut self, bytes: &[u8]) {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.len += bytes.len() as u64;
+    }
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Checksummed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// The zxid of the state in a snapshot, read from its first bytes without decoding (or
@@ -78,13 +158,7 @@ pub fn read_zxid(mut r: impl io::Read) -> Result<i64, SnapshotError> {
     let mut header = [0u8; HEADER_BYTES];
     r.read_exact(&mut header)
         .map_err(|_| SnapshotError::Truncated)?;
-    if &header[..8] != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
-    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    if ![FORMAT_VERSION, FORMAT_VERSION_V2, FORMAT_VERSION_V1].contains(&version) {
-        return Err(SnapshotError::UnsupportedVersion(version));
-    }
+    check_version(&header)?;
     let mut zxid = [0u8; 8];
     zstd::stream::read::Decoder::new(r)?.read_exact(&mut zxid)?;
     Ok(i64::from_le_bytes(zxid))
@@ -111,18 +185,14 @@ pub fn verify_stream(r: &mut impl Read, len: u64) -> Result<u32, SnapshotError> 
         return Err(SnapshotError::Truncated);
     }
     let covered = len - TRAILER_BYTES as u64;
+    let mut c = Checksummed::new(r.take(covered));
     let mut header = [0u8; HEADER_BYTES];
-    r.read_exact(&mut header)
+    c.read_exact(&mut header)
         .map_err(|_| SnapshotError::Truncated)?;
-    let mut computed = crc32c::crc32c(&header);
-    let mut left = covered - HEADER_BYTES as u64;
-    let mut buf = vec![0u8; 1 << 16];
-    while left > 0 {
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        r.read_exact(&mut buf[..n])
-            .map_err(|_| SnapshotError::Truncated)?;
-        computed = crc32c::crc32c_append(computed, &buf[..n]);
-        left -= n as u64;
+    io::copy(&mut c, &mut io::sink())?;
+    let (computed, read) = (c.crc, c.len);
+    if read != covered {
+        return Err(SnapshotError::Truncated);
     }
     let mut trailer = [0u8; TRAILER_BYTES];
     r.read_exact(&mut trailer)
@@ -148,6 +218,14 @@ fn check_frame(
     let computed = crc();
     if stored != computed {
         return Err(SnapshotError::Checksum { stored, computed });
+    }
+    check_version(header)
+}
+
+/// The format version a header names, if this build reads it.
+fn check_version(header: &[u8; HEADER_BYTES]) -> Result<u32, SnapshotError> {
+    if &header[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic);
     }
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
     if ![FORMAT_VERSION, FORMAT_VERSION_V2, FORMAT_VERSION_V1].contains(&version) {

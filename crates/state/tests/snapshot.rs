@@ -1,5 +1,6 @@
 //! Snapshots at scale: 1,000,000 znodes round trip exactly, and a corrupted byte anywhere is
-//! refused rather than loaded (whether checked in memory or streamed from a file).
+//! refused rather than loaded (whether checked in memory or streamed from a file, and whether
+//! decoded from memory or as it streams).
 
 use warden_proto::request::CreateRequest;
 use warden_proto::{Acl, Request};
@@ -60,6 +61,15 @@ fn a_million_znodes_round_trip() {
     assert!(state.tree().len() > 1_000_000);
     let bytes = snapshot::encode(&state);
     let loaded = snapshot::decode(&bytes).expect("snapshot loads");
+    // Streamed as from its file: the same state, and the same encoding when written as it goes.
+    let streamed = snapshot::decode_from(&bytes[..], bytes.len() as u64).expect("streams");
+    assert_eq!(streamed.digest(), state.digest());
+    assert_eq!(streamed.tree().len(), state.tree().len());
+    drop(streamed);
+    let mut written = Vec::new();
+    snapshot::encode_to(&state, &mut written).unwrap();
+    assert!(written == bytes, "encode_to writes what encode returns");
+    drop(written);
     assert_eq!(loaded.digest(), state.digest());
     assert_eq!(loaded.tree().len(), state.tree().len());
     assert_eq!(loaded.last_zxid(), state.last_zxid());
@@ -121,6 +131,10 @@ fn every_corrupted_byte_is_detected() {
             snapshot::decode(&bad).is_err(),
             "flipped byte {i} went unnoticed"
         );
+        assert!(
+            snapshot::decode_from(&bad[..], len).is_err(),
+            "flipped byte {i} went unnoticed while streaming"
+        );
         // The check a restart makes while streaming the file agrees with the one in memory.
         assert_eq!(
             snapshot::verify_stream(&mut &bad[..], len).ok(),
@@ -129,6 +143,15 @@ fn every_corrupted_byte_is_detected() {
         );
     }
     assert!(snapshot::verify_stream(&mut &bytes[..bytes.len() - 1], len).is_err());
+    assert!(matches!(
+        snapshot::decode_from(&bytes[..bytes.len() - 1], len),
+        Err(SnapshotError::Truncated)
+    ));
+    assert!(snapshot::decode_from(&bytes[..], len).is_ok());
+    assert!(matches!(
+        snapshot::decode_from(&b"nonsense"[..], 8),
+        Err(SnapshotError::Truncated)
+    ));
     assert!(matches!(
         snapshot::decode(&bytes[..bytes.len() - 1]),
         Err(SnapshotError::Truncated | SnapshotError::Checksum { .. })
@@ -170,9 +193,19 @@ fn record_of(body: &[u8], name: &str) -> usize {
 fn a_body_that_does_not_make_a_tree_is_refused() {
     let bytes = snapshot::encode(&populated(2, 3));
     assert!(snapshot::decode(&reframed(&bytes, |_| {})).is_ok());
-    let corrupt = |bytes: &[u8]| match snapshot::decode(bytes) {
-        Err(SnapshotError::Corrupt(what)) => what,
-        other => panic!("expected a corrupt body, got {:?}", other.map(|_| ())),
+    let corrupt = |bytes: &[u8]| match (
+        snapshot::decode(bytes),
+        snapshot::decode_from(bytes, bytes.len() as u64),
+    ) {
+        (Err(SnapshotError::Corrupt(what)), Err(SnapshotError::Corrupt(streamed))) => {
+            assert_eq!(what, streamed, "streamed and in memory agree");
+            what
+        }
+        (other, streamed) => panic!(
+            "expected a corrupt body, got {:?} and {:?} streamed",
+            other.map(|_| ()),
+            streamed.map(|_| ())
+        ),
     };
     // Two children of one parent with one name: found while building the tree.
     let twin = reframed(&bytes, |body| {
@@ -199,6 +232,10 @@ fn a_body_that_does_not_make_a_tree_is_refused() {
     });
     assert!(matches!(
         snapshot::decode(&changed),
+        Err(SnapshotError::Digest { .. })
+    ));
+    assert!(matches!(
+        snapshot::decode_from(&changed[..], changed.len() as u64),
         Err(SnapshotError::Digest { .. })
     ));
 }

@@ -11,7 +11,7 @@ use openraft::alias::{CommittedLeaderIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft::{LogId, Membership};
 use warden_state::State;
 
-use super::snapshot_store::{Snapshot, SnapshotStore};
+use super::snapshot_store::SnapshotStore;
 use super::types::{PeerNode, WardenRaft};
 use super::{MemberAddr, peer_node};
 
@@ -25,17 +25,16 @@ pub fn write(snapshot_dir: &Path, members: &[MemberAddr], state: &State) -> io::
         .filter(|m| m.voter)
         .map(|m| (m.id, peer_node(m)))
         .collect();
-    let snapshot = Snapshot {
-        meta: SnapshotMetaOf::<WardenRaft> {
-            last_log_id: Some(log_id),
-            last_membership: StoredMembershipOf::<WardenRaft>::new(
-                Some(log_id),
-                Membership::from(voters),
-            ),
-        },
-        snapshot: warden_state::snapshot::encode(state),
+    let meta = SnapshotMetaOf::<WardenRaft> {
+        last_log_id: Some(log_id),
+        last_membership: StoredMembershipOf::<WardenRaft>::new(
+            Some(log_id),
+            Membership::from(voters),
+        ),
     };
-    SnapshotStore::open(snapshot_dir.to_path_buf(), 1)?.save(&snapshot)
+    let store = SnapshotStore::open(snapshot_dir.to_path_buf(), 1)?;
+    store.write(&meta, state)?;
+    Ok(store.path_of(&meta))
 }
 
 #[cfg(test)]

@@ -118,13 +118,6 @@ impl StartError {
 
 /// Opens the log and the snapshot directory, and checks the newest snapshot.
 async fn open_stores(options: &Options) -> Result<(LogStore, SnapshotStore), StartError> {
-    let log = LogStore::open(
-        &options.log_dir,
-        options.identity.me,
-        options.flush_wait,
-        options.fsync_warning,
-    )
-    .await?;
     let snapshot_err = |source| StartError::Snapshots {
         dir: options.snapshot_dir.display().to_string(),
         source,
@@ -134,7 +127,21 @@ async fn open_stores(options: &Options) -> Result<(LogStore, SnapshotStore), Sta
         options.snapshots_retained_count as usize,
     )
     .map_err(snapshot_err)?;
-    snapshots.verify_latest().map_err(snapshot_err)?;
+    // The newest snapshot is checked end to end while the log opens.
+    let checking = snapshots.clone();
+    let checked = tokio::task::spawn_blocking(move || checking.verify_latest());
+    let log = LogStore::open(
+        &options.log_dir,
+        options.identity.me,
+        options.flush_wait,
+        options.fsync_warning,
+    )
+    .await?;
+    checked
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|checked| checked)
+        .map_err(snapshot_err)?;
     Ok((log, snapshots))
 }
 
@@ -311,6 +318,8 @@ pub struct Consensus {
 /// seconds a tree of millions of znodes takes, and inside the stop timeouts of service
 /// managers (systemd's is 90 s).
 const SNAPSHOT_ON_EXIT_BOUND: Duration = Duration::from_secs(60);
+/// How often a clean stop repeats its trigger while it waits for that snapshot.
+const SNAPSHOT_ON_EXIT_RETRIGGER: Duration = Duration::from_millis(250);
 
 /// Entries kept in the log behind the newest snapshot, for followers that lag by less to
 /// catch up from the log rather than from a snapshot: a tenth of snapCount (10,000 by
@@ -988,17 +997,26 @@ impl Consensus {
             return;
         }
         let started = Instant::now();
-        if self.raft.trigger().snapshot().await.is_err() {
-            return;
-        }
-        let taken = self
-            .raft
-            .wait(Some(SNAPSHOT_ON_EXIT_BOUND))
-            .metrics(
-                |m| m.snapshot.is_some_and(|s| s.index >= applied.index),
-                "a snapshot before exit",
-            )
-            .await;
+        // openraft passes over a trigger while it builds a snapshot: one that began before
+        // the stop (a regular one, short of `applied`) would be the last. The trigger is
+        // repeated until a snapshot reaches `applied`.
+        let taken = loop {
+            if self.raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+            let left = SNAPSHOT_ON_EXIT_BOUND.saturating_sub(started.elapsed());
+            let taken = self
+                .raft
+                .wait(Some(left.min(SNAPSHOT_ON_EXIT_RETRIGGER)))
+                .metrics(
+                    |m| m.snapshot.is_some_and(|s| s.index >= applied.index),
+                    "a snapshot before exit",
+                )
+                .await;
+            if taken.is_ok() || left <= SNAPSHOT_ON_EXIT_RETRIGGER {
+                break taken;
+            }
+        };
         let ms = started.elapsed().as_millis() as u64;
         match taken {
             Ok(_) => tracing::info!(
@@ -1090,6 +1108,116 @@ mod tests {
         )
         .await
         .unwrap()
+    }
+
+    /// A stop that comes while a regular snapshot is being built still leaves a snapshot of
+    /// everything applied: openraft passes over the stop's trigger while it builds, so the
+    /// trigger is repeated (before, the stop waited out its 60 s bound for a snapshot that
+    /// never came, and the next start replayed the log).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_during_a_snapshot_still_snapshots_everything_applied() {
+        // A state big enough (40 MB of values) that its snapshot takes a while to write.
+        let mut restore = warden_state::restore::Restore::empty(StateConfig::default());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..400 {
+            let data = (0..100_000)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            restore.apply(&warden_state::restore::LoggedTxn {
+                session_id: 0,
+                zxid: i + 1,
+                time_ms: 1,
+                op: warden_state::restore::LoggedOp::Create {
+                    path: format!("/big{i}"),
+                    data: Some(data),
+                    acl: warden_proto::Acl::open(),
+                    ephemeral_owner: 0,
+                    parent_cversion: 1,
+                    fix_parent_if_exists: true,
+                },
+            });
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let me = MemberAddr {
+            id: 1,
+            peer_addr: String::new(),
+            client_addr: "127.0.0.1:2181".into(),
+            voter: true,
+        };
+        let replica = Arc::new(Mutex::new(Replica::new(1, 1, restore.finish().0)));
+        let consensus = Consensus::start(
+            Options {
+                identity: Identity {
+                    me: 1,
+                    cluster_id: ClusterId::new(7),
+                    frame_bytes_max: 4 << 20,
+                    transport: Default::default(),
+                },
+                data_dir: dir.path().to_path_buf(),
+                members: vec![me],
+                log_dir: dir.path().join("log"),
+                snapshot_dir: dir.path().join("snapshots"),
+                snapshot_interval_txns: 100_000,
+                snapshot_on_exit: true,
+                snapshots_retained_count: 3,
+                tick_time_ms: 200,
+                flush_wait: Duration::ZERO,
+                fsync_warning: Duration::from_secs(1),
+                snapshot_bytes_max: 1 << 30,
+                enforce_quota: false,
+            },
+            replica.clone(),
+        )
+        .await
+        .unwrap();
+        let applied = || consensus.raft.metrics().borrow_watched().last_applied;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !consensus.is_leader() || applied().is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("a single member leads");
+        // A regular snapshot begins; one more entry is applied while it is written.
+        consensus.raft.trigger().snapshot().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let before = applied();
+        let close = Proposal {
+            origin: None,
+            txn: Txn {
+                session_id: 0,
+                time_ms: 0,
+                auth: Vec::new(),
+                enforce_quota: false,
+                kind: TxnKind::CloseSession,
+            },
+        };
+        consensus.propose_and_wait(close, None).await.unwrap();
+        let last = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match applied() {
+                    Some(now) if Some(now) > before => return now,
+                    _ => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
+            }
+        })
+        .await
+        .expect("the metrics show the entry applied");
+        let started = Instant::now();
+        consensus.snapshot_before_exit().await;
+        let snapshot = consensus.raft.metrics().borrow_watched().snapshot;
+        assert!(
+            snapshot.is_some_and(|s| s.index >= last.index),
+            "the snapshot before exit holds entry {} (it has {snapshot:?}) after {:?}",
+            last.index,
+            started.elapsed()
+        );
+        consensus.shutdown().await;
     }
 
     #[tokio::test]

@@ -27,6 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::log_store::LogStore;
+use super::snapshot_store::StateBytes;
 use super::types::{PeerNode, WardenRaft};
 use crate::cluster::transport::Transport;
 use crate::cluster::wire::{
@@ -342,7 +343,7 @@ impl ChunkHeader {
 type Answers<'s> = BoxStream<'s, Result<StreamAppendResult<WardenRaft>, RPCError<WardenRaft>>>;
 
 impl RaftNetworkV2<WardenRaft> for Peer {
-    type SnapshotData = Vec<u8>;
+    type SnapshotData = StateBytes;
 
     /// openraft's own sequential stream, ended with an error when it was left behind.
     ///
@@ -427,27 +428,42 @@ impl RaftNetworkV2<WardenRaft> for Peer {
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<WardenRaft>,
-        snapshot: SnapshotOf<WardenRaft, Vec<u8>>,
+        snapshot: SnapshotOf<WardenRaft, StateBytes>,
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<WardenRaft>, StreamingError<WardenRaft>> {
-        let data = &snapshot.snapshot;
-        let total = data.len() as u64;
+        let SnapshotOf::<WardenRaft, StateBytes> {
+            meta,
+            snapshot: mut data,
+        } = snapshot;
+        let total = data.len();
         let mut cancel = std::pin::pin!(cancel);
-        let mut offset = 0usize;
+        let mut offset = 0u64;
+        let unreadable = |e: io::Error| StreamingError::Network(NetworkError::new(&e));
         loop {
-            let end = (offset + SNAPSHOT_CHUNK_BYTES).min(data.len());
-            let last = end == data.len();
+            // A chunk at a time from the snapshot's file, so that sending holds one chunk, not
+            // the snapshot.
+            let n = (total - offset).min(SNAPSHOT_CHUNK_BYTES as u64) as usize;
+            let (back, chunk) = tokio::task::spawn_blocking(move || {
+                let mut chunk = vec![0; n];
+                let read = io::Read::read_exact(&mut data, &mut chunk);
+                (data, read.map(|()| chunk))
+            })
+            .await
+            .map_err(|e| unreadable(io::Error::other(e)))?;
+            data = back;
+            let chunk = chunk.map_err(unreadable)?;
+            let last = offset + n as u64 == total;
             let header = ChunkHeader {
-                offset: offset as u64,
+                offset,
                 total,
                 install: if last {
-                    encode(&(&vote, &snapshot.meta))
+                    encode(&(&vote, &meta))
                 } else {
                     Vec::new()
                 },
             };
-            let payload = header.encode(&data[offset..end]);
+            let payload = header.encode(&chunk);
             let answer = tokio::select! {
                 closed = &mut cancel => return Err(StreamingError::Closed(closed)),
                 answer = self.call(Kind::SnapshotChunk, &payload, option.soft_ttl()) => answer,
@@ -457,7 +473,7 @@ impl RaftNetworkV2<WardenRaft> for Peer {
                 return decode(&answer, "snapshot answer")
                     .map_err(|e| StreamingError::Network(NetworkError::new(&io::Error::other(e))));
             }
-            offset = end;
+            offset += n as u64;
         }
     }
 

@@ -5,6 +5,7 @@ use openraft::Raft;
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
 
 use super::network::{ChunkHeader, decode, encode};
+use super::snapshot_store::StateBytes;
 use super::state_machine::StateMachine;
 use super::types::WardenRaft;
 use super::{Consensus, Liveness};
@@ -163,9 +164,9 @@ async fn snapshot_chunk(
     }
     let (vote, meta): (VoteOf<WardenRaft>, SnapshotMetaOf<WardenRaft>) =
         decode(&header.install, "snapshot metadata")?;
-    let snapshot = SnapshotOf::<WardenRaft, Vec<u8>> {
+    let snapshot = SnapshotOf::<WardenRaft, StateBytes> {
         meta,
-        snapshot: snap.data,
+        snapshot: StateBytes::received(snap.data),
     };
     raft.install_full_snapshot(vote, snapshot)
         .await

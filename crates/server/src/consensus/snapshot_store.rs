@@ -23,7 +23,42 @@ pub struct SnapshotStore {
 }
 
 /// A snapshot as openraft hands it around: its metadata and the state's snapshot bytes.
-pub type Snapshot = SnapshotOf<WardenRaft, Vec<u8>>;
+pub type Snapshot = SnapshotOf<WardenRaft, StateBytes>;
+
+/// A snapshot's state bytes (`warden_state::snapshot`'s encoding): in their file in the
+/// store, opened but read only as they are used (a restart decodes them as they stream from
+/// the disk, a leader sends them a chunk at a time), or in memory, as a leader sent them.
+/// Reads go from the first byte to the last (blocking: off the runtime's threads).
+pub enum StateBytes {
+    Stored {
+        /// Positioned at the state's first byte.
+        file: io::BufReader<fs::File>,
+        len: u64,
+    },
+    Received(io::Cursor<Vec<u8>>),
+}
+
+impl StateBytes {
+    pub fn received(bytes: Vec<u8>) -> StateBytes {
+        StateBytes::Received(io::Cursor::new(bytes))
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            StateBytes::Stored { len, .. } => *len,
+            StateBytes::Received(bytes) => bytes.get_ref().len() as u64,
+        }
+    }
+}
+
+impl io::Read for StateBytes {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            StateBytes::Stored { file, .. } => file.read(buf),
+            StateBytes::Received(bytes) => bytes.read(buf),
+        }
+    }
+}
 
 fn corrupt(path: &Path, what: &str) -> io::Error {
     io::Error::new(
@@ -67,7 +102,8 @@ impl SnapshotStore {
         Ok(files)
     }
 
-    fn path_of(&self, meta: &SnapshotMetaOf<WardenRaft>) -> PathBuf {
+    /// The file of the snapshot `meta` describes.
+    pub fn path_of(&self, meta: &SnapshotMetaOf<WardenRaft>) -> PathBuf {
         let index = meta.last_log_id.as_ref().map_or(0, |l| l.index);
         self.dir.join(format!("snapshot-{index:020}{SUFFIX}"))
     }
@@ -77,19 +113,44 @@ impl SnapshotStore {
         self.path_of(meta).exists()
     }
 
-    /// Writes a snapshot durably, then deletes the oldest beyond the retained count.
-    pub fn save(&self, snapshot: &Snapshot) -> io::Result<PathBuf> {
-        let path = self.path_of(&snapshot.meta);
+    /// Writes a snapshot of `state` durably, encoding it into the file as it goes (never held
+    /// whole in memory), then deletes the oldest beyond the retained count. Returns the
+    /// snapshot as the store now holds it.
+    pub fn write(
+        &self,
+        meta: &SnapshotMetaOf<WardenRaft>,
+        state: &warden_state::State,
+    ) -> io::Result<Snapshot> {
+        let path = self.save_with(meta, |f| {
+            warden_state::snapshot::encode_to(state, f).map(drop)
+        })?;
+        Self::read(&path)
+    }
+
+    /// Writes a snapshot received whole durably, then deletes the oldest beyond the retained
+    /// count.
+    pub fn save(&self, meta: &SnapshotMetaOf<WardenRaft>, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.save_with(meta, |f| f.write_all(bytes))
+    }
+
+    /// The file of `meta`: its metadata, then what `state` writes; to a temporary file,
+    /// fsynced, renamed, the directory fsynced.
+    fn save_with(
+        &self,
+        meta: &SnapshotMetaOf<WardenRaft>,
+        state: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
+    ) -> io::Result<PathBuf> {
+        let path = self.path_of(meta);
         let tmp = path.with_extension("snap.tmp");
-        let meta = rmp_serde::to_vec(&snapshot.meta).map_err(io::Error::other)?;
+        let meta = rmp_serde::to_vec(meta).map_err(io::Error::other)?;
         let meta_len = u32::try_from(meta.len()).map_err(io::Error::other)?;
         {
-            let mut f = io::BufWriter::new(fs::File::create(&tmp)?);
+            let mut f = io::BufWriter::with_capacity(1 << 20, fs::File::create(&tmp)?);
             f.write_all(MAGIC)?;
             f.write_all(&meta_len.to_be_bytes())?;
             f.write_all(&meta)?;
             f.write_all(&crc32c::crc32c(&meta).to_be_bytes())?;
-            f.write_all(&snapshot.snapshot)?;
+            state(&mut f)?;
             let f = f.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
         }
@@ -130,12 +191,14 @@ impl SnapshotStore {
             .map_err(|e| corrupt(&path, &e.to_string()))
     }
 
+    /// A snapshot file with its metadata read and checked; the state's bytes are left in the
+    /// file until used.
     fn read(path: &Path) -> io::Result<Snapshot> {
-        let (meta, mut r, len) = Self::open_file(path)?;
-        // Read straight into a buffer of the right size: no copy, no growth.
-        let mut snapshot = Vec::with_capacity(len as usize);
-        io::Read::read_to_end(&mut r, &mut snapshot)?;
-        Ok(Snapshot { meta, snapshot })
+        let (meta, file, len) = Self::open_file(path)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: StateBytes::Stored { file, len },
+        })
     }
 
     /// Opens a snapshot file and reads and checks its metadata; returns it with a reader
@@ -206,20 +269,27 @@ impl SnapshotStore {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+
     use super::*;
     use openraft::alias::{CommittedLeaderIdOf, StoredMembershipOf};
 
-    fn snapshot(index: u64, data: &[u8]) -> Snapshot {
-        Snapshot {
-            meta: SnapshotMetaOf::<WardenRaft> {
-                last_log_id: Some(openraft::LogId::new(
-                    CommittedLeaderIdOf::<WardenRaft>::new(1),
-                    index,
-                )),
-                last_membership: StoredMembershipOf::<WardenRaft>::default(),
-            },
-            snapshot: data.to_vec(),
+    fn meta(index: u64) -> SnapshotMetaOf<WardenRaft> {
+        SnapshotMetaOf::<WardenRaft> {
+            last_log_id: Some(openraft::LogId::new(
+                CommittedLeaderIdOf::<WardenRaft>::new(1),
+                index,
+            )),
+            last_membership: StoredMembershipOf::<WardenRaft>::default(),
         }
+    }
+
+    fn bytes_of(snapshot: Snapshot) -> Vec<u8> {
+        let mut data = snapshot.snapshot;
+        let mut bytes = Vec::new();
+        data.read_to_end(&mut bytes).unwrap();
+        assert_eq!(bytes.len() as u64, data.len());
+        bytes
     }
 
     #[test]
@@ -228,19 +298,46 @@ mod tests {
         let store = SnapshotStore::open(dir.path().join("snapshots"), 3).unwrap();
         assert!(store.latest().unwrap().is_none());
         for i in 1..=5u64 {
-            store.save(&snapshot(i * 10, &[i as u8; 100])).unwrap();
+            store.save(&meta(i * 10), &[i as u8; 100]).unwrap();
         }
         assert_eq!(store.files().unwrap().len(), 3);
         let latest = store.latest().unwrap().unwrap();
         assert_eq!(latest.meta.last_log_id.unwrap().index, 50);
-        assert_eq!(latest.snapshot, vec![5u8; 100]);
+        assert_eq!(bytes_of(latest), vec![5u8; 100]);
+    }
+
+    /// A snapshot written as it is encoded reads back as the state it was made from.
+    #[test]
+    fn a_state_written_as_it_is_encoded_loads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path().to_path_buf(), 3).unwrap();
+        let mut state = warden_state::State::new(Default::default());
+        state.apply(&warden_state::Txn {
+            session_id: 0,
+            time_ms: 1,
+            auth: Vec::new(),
+            enforce_quota: false,
+            kind: warden_state::TxnKind::CreateSession {
+                timeout_ms: 10_000,
+                password: vec![1; 16],
+            },
+        });
+        let written = store.write(&meta(9), &state).unwrap();
+        assert_eq!(written.meta, meta(9));
+        store.verify_latest().unwrap();
+        let StateBytes::Stored { file, len } = store.latest().unwrap().unwrap().snapshot else {
+            panic!("the store's snapshot is read from its file");
+        };
+        let loaded = warden_state::snapshot::decode_from(file, len).unwrap();
+        assert_eq!(loaded.digest(), state.digest());
+        assert_eq!(bytes_of(written), warden_state::snapshot::encode(&state));
     }
 
     #[test]
     fn a_damaged_header_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = SnapshotStore::open(dir.path().to_path_buf(), 3).unwrap();
-        let path = store.save(&snapshot(7, b"state")).unwrap();
+        let path = store.save(&meta(7), b"state").unwrap();
         let mut bytes = fs::read(&path).unwrap();
         bytes[14] ^= 1;
         fs::write(&path, &bytes).unwrap();
@@ -252,7 +349,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SnapshotStore::open(dir.path().to_path_buf(), 3).unwrap();
         let tree = warden_state::snapshot::encode(&warden_state::State::new(Default::default()));
-        let path = store.save(&snapshot(7, &tree)).unwrap();
+        let path = store.save(&meta(7), &tree).unwrap();
         store.verify_latest().unwrap();
         let mut bytes = fs::read(&path).unwrap();
         let last = bytes.len() - 20;

@@ -13,7 +13,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use warden_state::{State, snapshot};
 
-use super::snapshot_store::{Snapshot, SnapshotStore};
+use super::snapshot_store::{Snapshot, SnapshotStore, StateBytes};
 use super::types::{Applied, WardenRaft};
 use crate::replica::Replica;
 use crate::stats::ServerStats;
@@ -49,7 +49,7 @@ pub struct SnapshotBuilder {
 }
 
 impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
-    type SnapshotData = Vec<u8>;
+    type SnapshotData = StateBytes;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let state = std::mem::replace(&mut self.state, State::new(Default::default()));
@@ -58,16 +58,13 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
         let stats = self.stats.clone();
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let snapshot = Snapshot {
-                meta,
-                snapshot: snapshot::encode(&state),
-            };
-            let path = store.save(&snapshot)?;
+            let snapshot = store.write(&meta, &state)?;
             let ms = started.elapsed().as_millis() as u64;
-            stats.snapshot_written(ms, snapshot.snapshot.len());
+            let bytes = snapshot.snapshot.len();
+            stats.snapshot_written(ms, bytes);
             tracing::info!(
-                path = %path.display(),
-                bytes = snapshot.snapshot.len(),
+                path = %store.path_of(&meta).display(),
+                bytes,
                 znodes = state.tree().len(),
                 ms,
                 "snapshot written"
@@ -80,7 +77,7 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
 }
 
 impl RaftStateMachine<WardenRaft> for StateMachine {
-    type SnapshotData = Vec<u8>;
+    type SnapshotData = StateBytes;
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(
@@ -137,13 +134,28 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMetaOf<WardenRaft>,
-        data: Vec<u8>,
+        data: StateBytes,
     ) -> Result<(), io::Error> {
         let started = Instant::now();
-        let (state, data) = tokio::task::spawn_blocking(move || {
-            snapshot::decode(&data)
-                .map(|state| (state, data))
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        let store = self.store.clone();
+        let owned_meta = meta.clone();
+        let state = tokio::task::spawn_blocking(move || {
+            let invalid = |e| io::Error::new(io::ErrorKind::InvalidData, e);
+            match data {
+                // Ours (a restart): decoded as it streams from the file.
+                StateBytes::Stored { file, len } => {
+                    snapshot::decode_from(file, len).map_err(invalid)
+                }
+                // A leader's: checked whole before it is decoded, then kept.
+                StateBytes::Received(bytes) => {
+                    let bytes = bytes.into_inner();
+                    let state = snapshot::decode(&bytes).map_err(invalid)?;
+                    if !store.contains(&owned_meta) {
+                        store.save(&owned_meta, &bytes)?;
+                    }
+                    Ok(state)
+                }
+            }
         })
         .await
         .map_err(io::Error::other)??;
@@ -161,16 +173,6 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
         }
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        let snapshot = Snapshot {
-            meta: meta.clone(),
-            snapshot: data,
-        };
-        if !self.store.contains(&snapshot.meta) {
-            let store = self.store.clone();
-            tokio::task::spawn_blocking(move || store.save(&snapshot))
-                .await
-                .map_err(io::Error::other)??;
-        }
         Ok(())
     }
 
