@@ -31,7 +31,7 @@ use warden_proto::DecodeError;
 use warden_proto::quorum::{self, QuorumPacket, Scanned, SnapshotScan, kind};
 use warden_state::mirror::{MirrorPhase, ZkTree};
 use warden_state::restore::{Restore, follows};
-use warden_state::{StateConfig, Txn, TxnKind};
+use warden_state::{StateConfig, TxnKind};
 
 use crate::consensus::{Proposal, ProposeError, ReadIndexError, mirrored_txn};
 use crate::server::Context;
@@ -391,7 +391,10 @@ impl<'a> Mirror<'a> {
         self.check_proposals()?;
         self.ctx
             .consensus
-            .propose_and_wait(proposal(TxnKind::MirrorReset(tree), 0), Some(self.term))
+            .propose_and_wait(
+                Proposal::own(0, TxnKind::MirrorReset(tree)),
+                Some(self.term),
+            )
             .await?;
         self.phase = MirrorPhase::Following;
         self.zxid = zxid;
@@ -431,7 +434,7 @@ impl<'a> Mirror<'a> {
         self.ctx
             .consensus
             .propose(
-                proposal(TxnKind::Mirrored(m), session_id),
+                Proposal::own(session_id, TxnKind::Mirrored(m)),
                 Some(self.term),
                 settled,
             )
@@ -456,20 +459,6 @@ impl<'a> Mirror<'a> {
         }
         self.check_proposals()?;
         Ok(self.ctx.replica().state().mirror_phase() == MirrorPhase::Following)
-    }
-}
-
-/// A proposal of the mirror's (no client waits for it; the leader stamps its time).
-fn proposal(kind: TxnKind, session_id: i64) -> Proposal {
-    Proposal {
-        origin: None,
-        txn: Txn {
-            session_id,
-            time_ms: 0,
-            auth: Vec::new(),
-            enforce_quota: false,
-            kind,
-        },
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use warden_state::{State, StateConfig, Txn, TxnKind};
+use warden_state::{State, StateConfig, TxnKind};
 
 use crate::admin;
 use crate::auth;
@@ -796,16 +796,7 @@ fn check_free_to_follow(replica: &Replica, config: &Config) -> Result<(), StartE
 
 /// Proposes a transaction of the leader's own (no client waits for it).
 async fn propose_own(ctx: &Context, session_id: i64, kind: TxnKind) {
-    let proposal = Proposal {
-        origin: None,
-        txn: Txn {
-            session_id,
-            time_ms: now_ms(),
-            auth: Vec::new(),
-            enforce_quota: false,
-            kind,
-        },
-    };
+    let proposal = Proposal::own(session_id, kind);
     ctx.consensus
         .propose(
             proposal,

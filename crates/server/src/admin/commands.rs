@@ -210,16 +210,7 @@ pub async fn promote(ctx: &Context, authorization: Option<&str>) -> Response {
             format!("this server does not lead; promote on the leader (server {leader})"),
         );
     }
-    let proposal = crate::consensus::Proposal {
-        origin: None,
-        txn: warden_state::Txn {
-            session_id: 0,
-            time_ms: 0,
-            auth: Vec::new(),
-            enforce_quota: false,
-            kind: warden_state::TxnKind::Promote,
-        },
-    };
+    let proposal = crate::consensus::Proposal::own(0, warden_state::TxnKind::Promote);
     if let Err(e) = ctx.consensus.propose_and_wait(proposal, None).await {
         return Response::error(
             503,

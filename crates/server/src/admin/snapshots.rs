@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use warden_proto::Acl;
 use warden_proto::types::perms;
-use warden_state::{StateConfig, Txn, TxnKind, acl};
+use warden_state::{StateConfig, TxnKind, acl};
 
 use super::commands::{self, Response};
 use super::facts;
@@ -227,16 +227,7 @@ async fn replace_state(ctx: &Arc<Context>, body: axum::body::Body) -> Result<i64
     })
     .await
     .map_err(|e| (500, e.to_string()))??;
-    let proposal = Proposal {
-        origin: None,
-        txn: Txn {
-            session_id: 0,
-            time_ms: 0,
-            auth: Vec::new(),
-            enforce_quota: false,
-            kind: TxnKind::Restore { snapshot },
-        },
-    };
+    let proposal = Proposal::own(0, TxnKind::Restore { snapshot });
     ctx.consensus
         .propose_and_wait(proposal, None)
         .await

@@ -329,7 +329,7 @@ async fn converge(ctx: Arc<Context>) {
         let (members, _) = current(&ctx);
         if members.is_empty() {
             let founding = render(&ctx.config.cluster.members);
-            let write = own(TxnKind::Reconfigured { members: founding });
+            let write = Proposal::own(0, TxnKind::Reconfigured { members: founding });
             if let Err(e) = ctx.consensus.propose_and_wait(write, None).await {
                 tracing::debug!(error = %e, "founding membership not written yet");
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -362,19 +362,5 @@ async fn converge(ctx: Arc<Context>) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-    }
-}
-
-/// A transaction of the leader's own.
-fn own(kind: TxnKind) -> Proposal {
-    Proposal {
-        origin: None,
-        txn: warden_state::Txn {
-            session_id: 0,
-            time_ms: 0,
-            auth: Vec::new(),
-            enforce_quota: false,
-            kind,
-        },
     }
 }

@@ -43,9 +43,10 @@ mod tests {
     use std::time::Duration;
 
     use warden_state::restore::{LoggedOp, LoggedTxn, Restore};
-    use warden_state::{StateConfig, Txn, TxnKind};
+    use warden_state::{StateConfig, TxnKind};
 
-    use super::super::{ClusterId, Consensus, Identity, Options, Proposal};
+    use super::super::tests::{only_member, test_options};
+    use super::super::{Consensus, Options, Proposal};
     use super::*;
     use crate::replica::Replica;
 
@@ -67,12 +68,7 @@ mod tests {
         });
         let (state, _) = restore.finish();
         let dir = tempfile::tempdir().unwrap();
-        let me = MemberAddr {
-            id: 1,
-            peer_addr: String::new(),
-            client_addr: "127.0.0.1:2181".into(),
-            voter: true,
-        };
+        let me = only_member();
         write(
             &dir.path().join("snapshots"),
             std::slice::from_ref(&me),
@@ -86,24 +82,8 @@ mod tests {
         )));
         let consensus = Consensus::start(
             Options {
-                identity: Identity {
-                    me: 1,
-                    cluster_id: ClusterId::new(7),
-                    frame_bytes_max: 4 << 20,
-                    transport: Default::default(),
-                },
-                data_dir: dir.path().to_path_buf(),
-                members: vec![me],
-                log_dir: dir.path().join("log"),
-                snapshot_dir: dir.path().join("snapshots"),
-                snapshot_interval_txns: 1000,
                 snapshot_on_exit: false,
-                snapshots_retained_count: 3,
-                tick_time_ms: 200,
-                flush_wait: Duration::ZERO,
-                fsync_warning: Duration::from_secs(1),
-                snapshot_bytes_max: 1 << 30,
-                enforce_quota: false,
+                ..test_options(dir.path(), vec![me])
             },
             replica.clone(),
         )
@@ -119,19 +99,13 @@ mod tests {
             .get("/imported")
             .map(|n| n.data().map(<[u8]>::to_vec));
         assert_eq!(node, Some(Some(b"zk".to_vec())));
-        let create_session = Proposal {
-            origin: None,
-            txn: Txn {
-                session_id: 0,
-                time_ms: 0,
-                auth: Vec::new(),
-                enforce_quota: false,
-                kind: TxnKind::CreateSession {
-                    timeout_ms: 10_000,
-                    password: vec![0; 16],
-                },
+        let create_session = Proposal::own(
+            0,
+            TxnKind::CreateSession {
+                timeout_ms: 10_000,
+                password: vec![0; 16],
             },
-        };
+        );
         consensus
             .propose(create_session, None, |e| panic!("{e}"))
             .await;

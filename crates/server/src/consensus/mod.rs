@@ -1065,7 +1065,42 @@ fn peer_node(m: &MemberAddr) -> PeerNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use warden_state::{State, StateConfig, Txn, TxnKind};
+    use warden_state::{State, StateConfig, TxnKind};
+
+    /// A test server's options: member 1 of `members`, its data in `dir`, a snapshot every
+    /// 1,000 entries and at a clean stop.
+    pub(super) fn test_options(dir: &std::path::Path, members: Vec<MemberAddr>) -> Options {
+        Options {
+            identity: Identity {
+                me: 1,
+                cluster_id: ClusterId::new(7),
+                frame_bytes_max: 4 << 20,
+                transport: Default::default(),
+            },
+            data_dir: dir.to_path_buf(),
+            members,
+            log_dir: dir.join("log"),
+            snapshot_dir: dir.join("snapshots"),
+            snapshot_interval_txns: 1000,
+            snapshot_on_exit: true,
+            snapshots_retained_count: 3,
+            tick_time_ms: 200,
+            flush_wait: Duration::ZERO,
+            fsync_warning: Duration::from_secs(1),
+            snapshot_bytes_max: 1 << 30,
+            enforce_quota: false,
+        }
+    }
+
+    /// The one member of a one-server cluster.
+    pub(super) fn only_member() -> MemberAddr {
+        MemberAddr {
+            id: 1,
+            peer_addr: String::new(),
+            client_addr: "127.0.0.1:2181".into(),
+            voter: true,
+        }
+    }
 
     /// A member of a three-member cluster whose peers never answer: it can never lead.
     async fn lonely_member(dir: &std::path::Path) -> Consensus {
@@ -1083,31 +1118,9 @@ mod tests {
             1,
             State::new(StateConfig::default()),
         )));
-        Consensus::start(
-            Options {
-                identity: Identity {
-                    me: 1,
-                    cluster_id: ClusterId::new(7),
-                    frame_bytes_max: 4 << 20,
-                    transport: Default::default(),
-                },
-                data_dir: dir.to_path_buf(),
-                members,
-                log_dir: dir.join("log"),
-                snapshot_dir: dir.join("snapshots"),
-                snapshot_interval_txns: 1000,
-                snapshot_on_exit: true,
-                snapshots_retained_count: 3,
-                tick_time_ms: 200,
-                flush_wait: Duration::ZERO,
-                fsync_warning: Duration::from_secs(1),
-                snapshot_bytes_max: 1 << 30,
-                enforce_quota: false,
-            },
-            replica,
-        )
-        .await
-        .unwrap()
+        Consensus::start(test_options(dir, members), replica)
+            .await
+            .unwrap()
     }
 
     /// A stop that comes while a regular snapshot is being built still leaves a snapshot of
@@ -1143,38 +1156,11 @@ mod tests {
             });
         }
         let dir = tempfile::tempdir().unwrap();
-        let me = MemberAddr {
-            id: 1,
-            peer_addr: String::new(),
-            client_addr: "127.0.0.1:2181".into(),
-            voter: true,
-        };
+        let me = only_member();
         let replica = Arc::new(Mutex::new(Replica::new(1, 1, restore.finish().0)));
-        let consensus = Consensus::start(
-            Options {
-                identity: Identity {
-                    me: 1,
-                    cluster_id: ClusterId::new(7),
-                    frame_bytes_max: 4 << 20,
-                    transport: Default::default(),
-                },
-                data_dir: dir.path().to_path_buf(),
-                members: vec![me],
-                log_dir: dir.path().join("log"),
-                snapshot_dir: dir.path().join("snapshots"),
-                snapshot_interval_txns: 100_000,
-                snapshot_on_exit: true,
-                snapshots_retained_count: 3,
-                tick_time_ms: 200,
-                flush_wait: Duration::ZERO,
-                fsync_warning: Duration::from_secs(1),
-                snapshot_bytes_max: 1 << 30,
-                enforce_quota: false,
-            },
-            replica.clone(),
-        )
-        .await
-        .unwrap();
+        let consensus = Consensus::start(test_options(dir.path(), vec![me]), replica.clone())
+            .await
+            .unwrap();
         let applied = || consensus.raft.metrics().borrow_watched().last_applied;
         tokio::time::timeout(Duration::from_secs(10), async {
             while !consensus.is_leader() || applied().is_none() {
@@ -1187,16 +1173,7 @@ mod tests {
         consensus.raft.trigger().snapshot().await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
         let before = applied();
-        let close = Proposal {
-            origin: None,
-            txn: Txn {
-                session_id: 0,
-                time_ms: 0,
-                auth: Vec::new(),
-                enforce_quota: false,
-                kind: TxnKind::CloseSession,
-            },
-        };
+        let close = Proposal::own(0, TxnKind::CloseSession);
         consensus.propose_and_wait(close, None).await.unwrap();
         let last = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
@@ -1227,16 +1204,7 @@ mod tests {
         let consensus = lonely_member(dir.path()).await;
         assert!(!consensus.serving(), "no quorum, so not serving");
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let proposal = Proposal {
-            origin: None,
-            txn: Txn {
-                session_id: 0,
-                time_ms: 0,
-                auth: Vec::new(),
-                enforce_quota: false,
-                kind: TxnKind::CloseSession,
-            },
-        };
+        let proposal = Proposal::own(0, TxnKind::CloseSession);
         consensus
             .propose(proposal, None, move |e| {
                 let _ = tx.send(e);

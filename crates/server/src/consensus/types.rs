@@ -37,6 +37,23 @@ pub struct Proposal {
     pub txn: Txn,
 }
 
+impl Proposal {
+    /// A transaction no client waits for (the leader's own, an operator's, the mirror's), in
+    /// `session_id`'s name (0 for none); the leader stamps its time when it proposes it.
+    pub fn own(session_id: i64, kind: TxnKind) -> Proposal {
+        Proposal {
+            origin: None,
+            txn: Txn {
+                session_id,
+                time_ms: 0,
+                auth: Vec::new(),
+                enforce_quota: false,
+                kind,
+            },
+        }
+    }
+}
+
 impl fmt::Display for Proposal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.txn.kind {
