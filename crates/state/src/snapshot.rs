@@ -84,30 +84,44 @@ pub fn decode(bytes: &[u8]) -> Result<State, SnapshotError> {
 /// change since, and a damaged body that the decoder trips on first is reported as the
 /// checksum mismatch it also is.
 pub fn decode_from<R: Read + Send>(r: R, len: u64) -> Result<State, SnapshotError> {
+    read_framed(r, len, |header, covered| {
+        let version = check_version(header)?;
+        let z = zstd::stream::read::Decoder::new(covered)?;
+        read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version)
+    })
+    .map(|(state, _)| state)
+}
+
+/// Reads a snapshot of `len` bytes from `r` as they stream by: `body` is given the header and
+/// the checksummed bytes after it; whatever of those it leaves is read too, then the trailer,
+/// and the frame is checked (magic, length, checksum, version) before `body`'s result is
+/// returned, with the format version.
+fn read_framed<R: Read, T>(
+    r: R,
+    len: u64,
+    body: impl FnOnce(&[u8; HEADER_BYTES], &mut Checksummed<io::Take<R>>) -> Result<T, SnapshotError>,
+) -> Result<(T, u32), SnapshotError> {
     if len < (HEADER_BYTES + TRAILER_BYTES) as u64 {
         return Err(SnapshotError::Truncated);
     }
     let covered = len - TRAILER_BYTES as u64;
-    let mut r = Checksummed::new(r.take(covered));
+    let mut c = Checksummed::new(r.take(covered));
     let mut header = [0u8; HEADER_BYTES];
-    r.read_exact(&mut header)
+    c.read_exact(&mut header)
         .map_err(|_| SnapshotError::Truncated)?;
-    let version = check_version(&header)?;
-    let decoded = zstd::stream::read::Decoder::new(&mut r)
-        .map_err(SnapshotError::from)
-        .and_then(|z| read_body(&mut Body(io::BufReader::with_capacity(1 << 16, z)), version));
-    // The rest of the checksummed bytes (the decoder may stop short of them, or have failed).
-    io::copy(&mut r, &mut io::sink())?;
-    if r.len != covered {
+    let read = body(&header, &mut c);
+    // The rest of the checksummed bytes (the body may stop short of them, or have failed).
+    io::copy(&mut c, &mut io::sink())?;
+    if c.len != covered {
         return Err(SnapshotError::Truncated);
     }
-    let computed = r.crc;
-    let mut rest = r.inner.into_inner();
+    let computed = c.crc;
+    let mut rest = c.inner.into_inner();
     let mut trailer = [0u8; TRAILER_BYTES];
     rest.read_exact(&mut trailer)
         .map_err(|_| SnapshotError::Truncated)?;
-    check_frame(&header, &trailer, covered, || computed)?;
-    decoded
+    let version = check_frame(&header, &trailer, covered, || computed)?;
+    Ok((read?, version))
 }
 
 /// Bytes passing through, to a writer or from a reader, with their CRC-32C and count.
@@ -181,23 +195,7 @@ pub fn verify(bytes: &[u8]) -> Result<(&[u8], u32), SnapshotError> {
 
 /// [`verify`] of a snapshot of `len` bytes read from `r`, without holding it in memory.
 pub fn verify_stream(r: &mut impl Read, len: u64) -> Result<u32, SnapshotError> {
-    if len < (HEADER_BYTES + TRAILER_BYTES) as u64 {
-        return Err(SnapshotError::Truncated);
-    }
-    let covered = len - TRAILER_BYTES as u64;
-    let mut c = Checksummed::new(r.take(covered));
-    let mut header = [0u8; HEADER_BYTES];
-    c.read_exact(&mut header)
-        .map_err(|_| SnapshotError::Truncated)?;
-    io::copy(&mut c, &mut io::sink())?;
-    let (computed, read) = (c.crc, c.len);
-    if read != covered {
-        return Err(SnapshotError::Truncated);
-    }
-    let mut trailer = [0u8; TRAILER_BYTES];
-    r.read_exact(&mut trailer)
-        .map_err(|_| SnapshotError::Truncated)?;
-    check_frame(&header, &trailer, covered, || computed)
+    read_framed(r, len, |_, _| Ok(())).map(|((), version)| version)
 }
 
 /// Checks a snapshot's magic, its length and checksum (as the trailer states them, against
