@@ -544,7 +544,7 @@ impl Session {
             let seen = (ctx.consensus.status().term, ctx.consensus.leader());
             let revalidated = match seen.1 {
                 Some(leader) if leader == me => {
-                    ctx.replica().claim_session(session_id, me);
+                    ctx.replica().claim_session(session_id, me, seen.0);
                     return Ok(());
                 }
                 Some(leader) => {
@@ -556,7 +556,9 @@ impl Session {
                 }
                 None => false,
             };
-            if revalidated {
+            // A leader that lost its place meanwhile took its record with it: the next
+            // leader is told too.
+            if revalidated && (ctx.consensus.status().term, ctx.consensus.leader()) == seen {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, ctx.consensus.changed(seen))
@@ -965,7 +967,7 @@ impl Session {
         let me = ctx.consensus.node_id();
         for mut proposal in proposals {
             if target.leader == me {
-                crate::cluster::refuse_if_moved(ctx, &mut proposal, me);
+                crate::cluster::refuse_if_moved(ctx, &mut proposal, me, target.term);
                 let (failed_ctx, connection) = (ctx.clone(), self.connection);
                 let failed = move |e: ProposeError| {
                     failed_ctx

@@ -415,7 +415,8 @@ impl Replica {
             connections = self.clients.len(),
             "closing client connections: {why}"
         );
-        for client in self.clients.values_mut() {
+        let mut closed = Vec::new();
+        for (connection, client) in &mut self.clients {
             // A resume that waits for the next leader to revalidate it is left to its bounded
             // wait (connection::Session::revalidate): closing it would send its client on to
             // servers that are electing too.
@@ -423,7 +424,22 @@ impl Replica {
             if !resuming {
                 client.handshake = None;
                 client.out.close();
+                closed.push((client.session_id, *connection));
             }
+        }
+        // Detached now, not when each connection's task sees the close: this server must not
+        // tell a leader these sessions are here (`take_touched`) once their clients may be on
+        // their way to another server.
+        for (session_id, connection) in closed {
+            self.detach(session_id, connection);
+        }
+    }
+
+    /// `connection` no longer carries `session_id` (if it did): no watch event goes to it.
+    fn detach(&mut self, session_id: i64, connection: u64) {
+        if session_id != 0 && self.attached.get(&session_id) == Some(&connection) {
+            self.attached.remove(&session_id);
+            self.watches.remove_session(session_id);
         }
     }
 
@@ -569,10 +585,7 @@ impl Replica {
             return;
         };
         self.outstanding.down(client.outstanding());
-        if client.session_id != 0 && self.attached.get(&client.session_id) == Some(&connection) {
-            self.attached.remove(&client.session_id);
-            self.watches.remove_session(client.session_id);
-        }
+        self.detach(client.session_id, connection);
     }
 
     pub fn outstanding(&self, connection: u64) -> usize {
@@ -709,10 +722,10 @@ impl Replica {
         self.mirror_touch(session_id);
     }
 
-    /// Server `from` reported these sessions alive.
-    pub fn touch_reported(&mut self, sessions: &[i64], from: u64, now: Instant) {
+    /// Server `from` reported these sessions alive to the leader of `term`.
+    pub fn touch_reported(&mut self, sessions: &[i64], from: u64, now: Instant, term: u64) {
         for id in sessions {
-            self.sessions.touch_reported(*id, from, now);
+            self.sessions.touch_reported(*id, from, now, term);
             self.mirror_touch(*id);
         }
     }
@@ -733,19 +746,26 @@ impl Replica {
             .collect()
     }
 
-    /// Sessions this server's clients touched since the last report to the leader.
+    /// Sessions this server's clients touched since the last report to the leader, of those
+    /// still attached here. The report also tells a new leader which server each session is
+    /// on (its owner, for SessionMoved); a session whose connection here is gone or closing
+    /// may already be on another server, and claiming it for this one would get its writes
+    /// there refused.
     pub fn take_touched(&mut self) -> Vec<i64> {
-        self.sessions.take_touched()
+        let mut touched = self.sessions.take_touched();
+        touched.retain(|id| self.attached.contains_key(id));
+        touched
     }
 
-    /// The session's client is now on `server` (the leader's record, for SessionMoved).
-    pub fn claim_session(&mut self, session_id: i64, server: u64) {
-        self.sessions.claim(session_id, server);
+    /// The session's client is now on `server` (the record of the leader of `term`, for
+    /// SessionMoved).
+    pub fn claim_session(&mut self, session_id: i64, server: u64, term: u64) {
+        self.sessions.claim(session_id, server, term);
     }
 
-    /// On the leader: whether a write of the session may come from `server`.
-    pub fn session_owned_by(&mut self, session_id: i64, server: u64) -> bool {
-        session_id == 0 || self.sessions.owned_by(session_id, server)
+    /// On the leader: whether a write of the session, for `term`, may come from `server`.
+    pub fn session_owned_by(&mut self, session_id: i64, server: u64, term: u64) -> bool {
+        session_id == 0 || self.sessions.owned_by(session_id, server, term)
     }
 
     /// A write of this connection's, built by `build` from its sequence number and this
@@ -1066,7 +1086,7 @@ impl Replica {
                 if let Some(id) = outcome.created_session {
                     self.sessions.set(id, *timeout_ms, now);
                     if let Some(origin) = proposal.origin {
-                        self.sessions.claim(id, origin.node);
+                        self.sessions.claim(id, origin.node, self.applied_term);
                     }
                     if let Some((connection, _)) = local {
                         self.session_created(connection, id);
@@ -1446,6 +1466,25 @@ mod tests {
             matches!(q.try_recv(), Some(Out::Frame(_))),
             "answered, never closed"
         );
+    }
+
+    #[test]
+    fn a_session_whose_connection_closed_is_not_reported_as_here() {
+        // A reconfig removed the leader, which closed its clients and became a follower: its
+        // report to the new leader named a session whose client was already on another
+        // server, which then got SessionMoved for its writes there.
+        let mut r = replica();
+        let mut q = connect(&mut r, CONNECTION);
+        let id = session(&mut r, CONNECTION, &mut q);
+        r.touch(id, Instant::now());
+        assert_eq!(r.take_touched(), [id], "a client heard from here");
+        r.touch(id, Instant::now());
+        r.close_all("a reconfig removed this server from the ensemble");
+        assert!(
+            r.take_touched().is_empty(),
+            "its connection is closing: the client may be elsewhere by the next report"
+        );
+        assert!(r.attached.is_empty());
     }
 
     #[test]

@@ -20,9 +20,15 @@ pub struct SessionTracker {
     closing: HashMap<i64, Instant>,
     /// Sessions touched by this server's clients since the last report to the leader.
     touched: HashSet<i64>,
-    /// The server each session's client is connected to, as the leader knows it: set when
-    /// the session is created or resumed, checked for every write (ZooKeeper's session owner).
+    /// The server each session's client is connected to, as the leader of `owners_term`
+    /// knows it: set when the session is created or resumed, checked for every write
+    /// (ZooKeeper's session owner).
     owners: HashMap<i64, u64>,
+    /// The term `owners` was learnt in. A leader keeps its record for itself (a follower
+    /// never hears of a resume), so an earlier term's record is stale: a follower's, from the
+    /// sessions it saw created, or a deposed leader's. A record from an earlier term is
+    /// forgotten at the first word of a later one.
+    owners_term: u64,
 }
 
 impl SessionTracker {
@@ -34,12 +40,14 @@ impl SessionTracker {
         }
     }
 
-    /// Server `from` reported that one of its clients was heard from. A new leader learns
-    /// the owners of sessions it has not seen a write of this way.
-    pub fn touch_reported(&mut self, session_id: i64, from: u64, now: Instant) {
+    /// Server `from` reported to the leader of `term` that one of its clients was heard
+    /// from. A new leader learns the owners of sessions it has not seen a write of this way.
+    pub fn touch_reported(&mut self, session_id: i64, from: u64, now: Instant, term: u64) {
         if let Some((deadline, timeout)) = self.deadlines.get_mut(&session_id) {
             *deadline = now + *timeout;
-            self.owners.entry(session_id).or_insert(from);
+            if let Some(owners) = self.owners_in(term) {
+                owners.entry(session_id).or_insert(from);
+            }
         }
     }
 
@@ -61,17 +69,32 @@ impl SessionTracker {
         self.owners.remove(&session_id);
     }
 
-    /// The session's client is now connected to `server` (it was created or resumed there).
-    pub fn claim(&mut self, session_id: i64, server: u64) {
-        self.owners.insert(session_id, server);
+    /// The session's client is now connected to `server` (it was created or resumed there),
+    /// as known in `term`.
+    pub fn claim(&mut self, session_id: i64, server: u64, term: u64) {
+        if let Some(owners) = self.owners_in(term) {
+            owners.insert(session_id, server);
+        }
     }
 
-    /// Whether a write of the session may come from `server`: it may if the session is
-    /// attached there; a new leader, which knows no owners, takes the first server it hears
-    /// from. A write from anywhere else is from a connection the client has left, and gets
-    /// SessionMoved, so that it cannot overtake what the client did since on its new server.
-    pub fn owned_by(&mut self, session_id: i64, server: u64) -> bool {
-        *self.owners.entry(session_id).or_insert(server) == server
+    /// Whether a write of the session, for `term`, may come from `server`: it may if the
+    /// session is attached there; a new leader, which knows no owners, takes the first server
+    /// it hears from. A write from anywhere else is from a connection the client has left,
+    /// and gets SessionMoved, so that it cannot overtake what the client did since on its new
+    /// server. (A write for an earlier term is never entered in the log: it passes here.)
+    pub fn owned_by(&mut self, session_id: i64, server: u64, term: u64) -> bool {
+        self.owners_in(term)
+            .is_none_or(|owners| *owners.entry(session_id).or_insert(server) == server)
+    }
+
+    /// The owners known in `term`: the record starts over in a later term than its own;
+    /// `None` for an earlier term.
+    fn owners_in(&mut self, term: u64) -> Option<&mut HashMap<i64, u64>> {
+        if term > self.owners_term {
+            self.owners.clear();
+            self.owners_term = term;
+        }
+        (term == self.owners_term).then_some(&mut self.owners)
     }
 
     /// Whether a close of this session is on its way.
@@ -129,7 +152,7 @@ mod tests {
         tracker.set(1, 1000, t0);
         tracker.set(2, 1000, t0);
         tracker.touch(1, t0 + Duration::from_millis(900));
-        tracker.touch_reported(2, 7, t0 + Duration::from_millis(900));
+        tracker.touch_reported(2, 7, t0 + Duration::from_millis(900), 1);
         assert!(
             tracker
                 .take_expired(t0 + Duration::from_millis(1500))
@@ -145,15 +168,41 @@ mod tests {
     fn writes_from_a_server_the_session_left_are_refused() {
         let mut tracker = SessionTracker::default();
         assert!(
-            tracker.owned_by(1, 10),
+            tracker.owned_by(1, 10, 1),
             "a new leader takes the first server it hears from"
         );
-        assert!(tracker.owned_by(1, 10));
-        tracker.claim(1, 20);
-        assert!(!tracker.owned_by(1, 10), "the client moved to server 20");
-        assert!(tracker.owned_by(1, 20));
+        assert!(tracker.owned_by(1, 10, 1));
+        tracker.claim(1, 20, 1);
+        assert!(!tracker.owned_by(1, 10, 1), "the client moved to server 20");
+        assert!(tracker.owned_by(1, 20, 1));
         tracker.remove(1);
-        assert!(tracker.owned_by(1, 10));
+        assert!(tracker.owned_by(1, 10, 1));
+    }
+
+    #[test]
+    fn a_new_leader_forgets_the_owners_an_earlier_term_knew() {
+        // Server 3 saw session 1 created through server 1 in term 2; the client resumed on
+        // server 2, which told the leader of term 2 only. Leading in term 3, server 3 must
+        // not refuse the client's writes from server 2.
+        let mut tracker = SessionTracker::default();
+        tracker.claim(1, 1, 2);
+        assert!(
+            tracker.owned_by(1, 2, 3),
+            "term 3 starts a record of its own"
+        );
+        assert!(!tracker.owned_by(1, 1, 3), "and keeps it");
+        tracker.claim(1, 1, 2);
+        assert!(
+            tracker.owned_by(1, 2, 3),
+            "an earlier term's word changes nothing"
+        );
+        assert!(
+            tracker.owned_by(1, 1, 2),
+            "an earlier term's write is never logged: it is not refused here"
+        );
+        tracker.set(1, 1000, Instant::now());
+        tracker.touch_reported(1, 1, Instant::now(), 4);
+        assert!(tracker.owned_by(1, 1, 4), "learnt again in term 4");
     }
 
     #[test]

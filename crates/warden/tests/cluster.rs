@@ -833,19 +833,7 @@ fn reconfig_removing_the_leader_leaves_a_leader() {
                 Err(zk::Error::ConnectionLoss) => {}
                 Err(e) => panic!("reconfig removing the leader: {e}"),
             }
-            // Asked again when the answer is lost (ZooKeeper's followers drop their clients
-            // while the leader changes); adding a member twice changes nothing.
-            let joining = cluster.members[3].server_line();
-            for attempt in 1.. {
-                match reconfig(&admin, &[&joining], &[], None).await {
-                    Ok(config) => {
-                        assert!(config.contains("server.4="), "{config}");
-                        break;
-                    }
-                    Err(zk::Error::ConnectionLoss) if attempt < 5 => {}
-                    Err(e) => panic!("reconfig adding server.4 right after, try {attempt}: {e}"),
-                }
-            }
+            add_right_after(&admin, &cluster.members[3].server_line()).await;
             // Writes one after another until a leader among the others has been seen for a
             // while: the longest wait for one is the gap the change left.
             let mut longest = Duration::ZERO;
@@ -872,6 +860,108 @@ fn reconfig_removing_the_leader_leaves_a_leader() {
             assert!(!config.contains(&format!("server.{id}=")), "{config}");
             assert!(config.contains("server.4="), "{config}");
             blocking(|| cluster.wait_until_member_serving(3, CATCH_UP_MAX));
+        },
+    );
+}
+
+/// Adds `joining` (server.4) right after a reconfig that removed the leader: carried out, not
+/// refused as one still in progress. Asked again when the answer is lost (ZooKeeper's
+/// followers drop their clients while the leader changes); adding a member twice changes
+/// nothing.
+async fn add_right_after(admin: &zk::Client, joining: &str) {
+    for attempt in 1.. {
+        match reconfig(admin, &[joining], &[], None).await {
+            Ok(config) => {
+                assert!(config.contains("server.4="), "{config}");
+                return;
+            }
+            Err(zk::Error::ConnectionLoss) if attempt < 5 => {}
+            Err(e) => panic!("reconfig adding server.4 right after, try {attempt}: {e}"),
+        }
+    }
+}
+
+/// The same asked of the leader itself, which closes its clients as it answers (as a
+/// ZooKeeper server that a reconfig removes): the change still goes to its end. (It used to
+/// run in the client's connection and stop with it: the leader neither handed over nor
+/// removed itself, and every later reconfig got ReconfigInProgress.)
+#[test]
+fn reconfig_removing_the_leader_asked_of_the_leader() {
+    run(
+        "reconfig_removing_the_leader_asked_of_the_leader",
+        |system| async move {
+            let mut cluster =
+                blocking(|| Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true"));
+            blocking(|| cluster.start_spare(3));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let on_leader = connect(&cluster.member_connect_string(leader)).await;
+            on_leader.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            let id = (leader + 1).to_string();
+            match reconfig(&on_leader, &[], &[&id], None).await {
+                Ok(config) => assert!(!config.contains(&format!("server.{id}=")), "{config}"),
+                Err(zk::Error::ConnectionLoss) => {}
+                Err(e) => panic!("reconfig removing the leader, asked of it: {e}"),
+            }
+            drop(on_leader);
+            let others: Vec<String> = cluster
+                .followers_of(leader)
+                .iter()
+                .map(|&i| cluster.member_connect_string(i))
+                .collect();
+            let admin = connect(&others.join(",")).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            add_right_after(&admin, &cluster.members[3].server_line()).await;
+            admin.sync("/zookeeper/config").await.unwrap();
+            let (config, _) = admin.get_config().await.unwrap();
+            let config = String::from_utf8(config).unwrap();
+            assert!(!config.contains(&format!("server.{id}=")), "{config}");
+            blocking(|| cluster.wait_until_member_serving(3, CATCH_UP_MAX));
+            create_within(&admin, "/after", RECOVERY_MAX).await;
+            assert_ne!(
+                blocking(|| cluster.leader()),
+                Some(leader),
+                "it handed over"
+            );
+        },
+    );
+}
+
+/// A configuration whose voters are not in touch with the leader, a quorum of them, is refused
+/// with NewConfigNoQuorum and changes nothing: with one member of three down, adding two
+/// servers that are not running leaves two of five in touch. (A new leader's wait for its
+/// followers to answer, which the check makes, does not turn this refusal into a hang.)
+#[test]
+fn reconfig_without_a_quorum_of_the_new_voters_is_refused() {
+    run(
+        "reconfig_without_a_quorum_of_the_new_voters_is_refused",
+        |system| async move {
+            let mut cluster =
+                blocking(|| Cluster::start_with_spares(system, 3, 0, 2, "reconfigEnabled=true"));
+            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let follower = cluster.followers_of(leader)[0];
+            blocking(|| cluster.kill9(follower));
+            let admin = connect(&cluster.member_connect_string(leader)).await;
+            admin.auth("digest", SUPER_CREDENTIAL).await.unwrap();
+            let (before, _) = admin.get_config().await.unwrap();
+            let before = String::from_utf8(before).unwrap();
+            let joining = [
+                cluster.members[3].server_line(),
+                cluster.members[4].server_line(),
+            ];
+            let joining: Vec<&str> = joining.iter().map(String::as_str).collect();
+            let refused = Instant::now();
+            match reconfig(&admin, &joining, &[], None).await {
+                Err(zk::Error::UnexpectedErrorCode(-13)) => {}
+                other => panic!("adding two absent servers to two of three: {other:?}"),
+            }
+            eprintln!(
+                "{system:?}: NewConfigNoQuorum after {:?}",
+                refused.elapsed()
+            );
+            admin.sync("/zookeeper/config").await.unwrap();
+            let (after, _) = admin.get_config().await.unwrap();
+            assert_eq!(String::from_utf8(after).unwrap(), before);
+            create_within(&admin, "/after", RECOVERY_MAX).await;
         },
     );
 }

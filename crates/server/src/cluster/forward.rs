@@ -393,7 +393,7 @@ pub async fn serve_follower(
                 };
                 let mut proposal = proposal;
                 let term = Some(frame.id);
-                super::refuse_if_moved(&ctx, &mut proposal, from);
+                super::refuse_if_moved(&ctx, &mut proposal, from, frame.id);
                 let tx = tx.clone();
                 let failed = move |e: ProposeError| {
                     let why = encode_failure(&origin, &e.to_string());
@@ -409,9 +409,16 @@ pub async fn serve_follower(
             Kind::Revalidate => {
                 let mut r = Reader::new(&frame.payload);
                 match r.read_i64() {
-                    Ok(session_id) => {
-                        ctx.replica().claim_session(session_id, from);
+                    // Only a leader's record counts: a server that no longer leads says so,
+                    // and the follower asks the next leader.
+                    Ok(session_id) if ctx.consensus.is_leader() => {
+                        let term = ctx.consensus.term();
+                        ctx.replica().claim_session(session_id, from, term);
                         let _ = tx.send((Kind::Revalidated, frame.id, Vec::new()));
+                    }
+                    Ok(_) => {
+                        let why = b"this server no longer leads".to_vec();
+                        let _ = tx.send((Kind::ReadIndexFailed, frame.id, why));
                     }
                     Err(error) => {
                         break WireError::Malformed {
@@ -424,9 +431,12 @@ pub async fn serve_follower(
             Kind::Touch => {
                 let mut r = Reader::new(&frame.payload);
                 match r.read_vec(8, |r| r.read_i64()) {
-                    Ok(sessions) => ctx
-                        .replica()
-                        .touch_reported(&sessions, from, Instant::now()),
+                    Ok(sessions) => ctx.replica().touch_reported(
+                        &sessions,
+                        from,
+                        Instant::now(),
+                        ctx.consensus.term(),
+                    ),
                     Err(error) => {
                         break WireError::Malformed {
                             what: "session touches",

@@ -8,8 +8,8 @@
 //!
 //! 1. checks, in ZooKeeper's order: reconfig enabled, `fromConfig` equals the current version,
 //!    the request parses, the result has two voters (one with standaloneEnabled=false), a
-//!    quorum of the new voters is in touch with the leader now, and the caller may write
-//!    `/zookeeper/config` (super user or its ACL);
+//!    quorum of the new voters answers the leader now (`quorum_in_touch`), and the caller
+//!    may write `/zookeeper/config` (super user or its ACL);
 //! 2. the new members join (as learners, then as voters), members that leave stay for now;
 //! 3. the new configuration is written to `/zookeeper/config` through the log: that entry
 //!    answers the client, on its own server, in its session's order; every server that is
@@ -156,12 +156,31 @@ fn may_reconfigure(ctx: &Context, auth: &[Id]) -> bool {
 /// log. `proposal` is the client's write, with its origin, handed over for `term` (if named:
 /// nothing is done unless this server leads in it); `failed` is told if the answer cannot
 /// enter the log (so the client's server hands it to the next leader, as any write).
+/// Returns once the change is over.
 pub async fn reconfig(
     ctx: &Arc<Context>,
+    proposal: Proposal,
+    term: Option<u64>,
+    failed: impl FnOnce(ProposeError) + Send + 'static,
+) {
+    // In a task of its own, which the caller waits for: the caller is the client's connection
+    // or a follower's channel, and either may close before the change is over (a reconfig
+    // that removes this server closes its clients as it answers them). Dropped with it, the
+    // change used to stop there: the members leaving were never removed, a leader that
+    // removed itself went on leading, and every later reconfig found the slot taken.
+    let change = tokio::spawn(carry_out(ctx.clone(), proposal, term, failed));
+    if let Err(e) = change.await {
+        tracing::error!("reconfig: the change's task failed: {e}");
+    }
+}
+
+async fn carry_out(
+    ctx: Arc<Context>,
     mut proposal: Proposal,
     term: Option<u64>,
     failed: impl FnOnce(ProposeError) + Send + 'static,
 ) {
+    let ctx = &ctx;
     let TxnKind::Request(Request::Reconfig(request)) = &proposal.txn.kind else {
         unreachable!("only reconfig requests come here");
     };
@@ -174,7 +193,8 @@ pub async fn reconfig(
         return;
     }
     let request = request.clone();
-    // How long a reconfig waits for an earlier one to be over (`begin`, `change`).
+    // How long a reconfig waits for an earlier one to be over (`begin`, `change`) or for a new
+    // leader to hear from its quorum (`quorum_in_touch`).
     let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
     let wanted = if !begin(ctx, deadline).await {
         Err(ErrorCode::RECONFIG_IN_PROGRESS)
@@ -260,14 +280,7 @@ async fn prepare(
         tracing::info!("reconfig refused: fewer than {voters_min} voters would be left");
         return Err(ErrorCode::BAD_ARGUMENTS);
     }
-    // ZooKeeper's leader refuses a configuration whose quorum is not in touch with it now.
-    let status = ctx.consensus.status();
-    let me = ctx.consensus.node_id();
-    let in_touch = voters
-        .iter()
-        .filter(|id| **id == me || status.synced_followers.contains(id))
-        .count();
-    if in_touch < voters.len() / 2 + 1 {
+    if !quorum_in_touch(ctx, &voters, deadline).await {
         return Err(ErrorCode::NEW_CONFIG_NO_QUORUM);
     }
     if !may_reconfigure(ctx, auth) {
@@ -284,6 +297,31 @@ async fn prepare(
     }
     change(ctx, &during, deadline).await?;
     Ok(wanted)
+}
+
+/// Whether a quorum of `voters` is in touch with this leader, as ZooKeeper's leader requires
+/// of a new configuration: the leader and the members that answer it from now on (a member
+/// that has just died, whose last answer is still recent, must not count: the joint
+/// configuration would then wait for it, and with it every write). Waits until `deadline` for
+/// them: a heartbeat interval, or on a leader elected a moment ago (a reconfig right after one
+/// that removed its predecessor) until its followers first answer it.
+async fn quorum_in_touch(ctx: &Context, voters: &[u64], deadline: tokio::time::Instant) -> bool {
+    let me = ctx.consensus.node_id();
+    let asked = std::time::Instant::now();
+    loop {
+        let answered = ctx.consensus.answered_since(asked);
+        let in_touch = voters
+            .iter()
+            .filter(|id| **id == me || answered.contains(id))
+            .count();
+        if in_touch > voters.len() / 2 {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Applies a membership change, mapping its failure to ZooKeeper's error codes.

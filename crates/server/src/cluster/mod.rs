@@ -26,10 +26,10 @@ use crate::throttle::Occasionally;
 /// On the leader: a write of a session whose client has moved to another server since is
 /// refused with SessionMoved (answered in its turn, through the log), so that a write left
 /// behind on the old server cannot overtake what the client did since (ZooKeeper's
-/// `SessionTracker.checkSession`).
-pub fn refuse_if_moved(ctx: &Context, proposal: &mut Proposal, from: u64) {
+/// `SessionTracker.checkSession`). `term` is the leader's term the write was sent for.
+pub fn refuse_if_moved(ctx: &Context, proposal: &mut Proposal, from: u64, term: u64) {
     let session_id = proposal.txn.session_id;
-    if !ctx.replica().session_owned_by(session_id, from) {
+    if !ctx.replica().session_owned_by(session_id, from, term) {
         tracing::info!(
             session = format_args!("{session_id:#x}"),
             server = from,

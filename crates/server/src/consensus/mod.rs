@@ -647,6 +647,11 @@ impl Consensus {
         m.current_leader.map(|leader| (leader, m.current_term))
     }
 
+    /// The term this server is in.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow_watched().current_term
+    }
+
     /// Whether this server leads in `term`.
     pub fn leads_in(&self, term: u64) -> bool {
         self.leader_in_term() == Some((self.node_id(), term))
@@ -918,6 +923,26 @@ impl Consensus {
             flushes: self.log.flushes(),
             appends: self.outstanding.by_member(),
         }
+    }
+
+    /// On the leader, the other members that have answered it since `since` (acknowledged a
+    /// heartbeat or an append sent after that moment, or about then); empty on any other
+    /// server. Unlike [`Status::synced_followers`], which counts a member as in touch for an
+    /// election timeout after its last answer, a member that has just died is not among them.
+    pub fn answered_since(&self, since: Instant) -> Vec<u64> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let waited = since.elapsed();
+        m.heartbeat
+            .as_ref()
+            .map(|h| {
+                h.iter()
+                    .filter(|(id, at)| {
+                        **id != self.identity.me && at.is_some_and(|t| t.elapsed() < waited)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// On the leader, the log index each other member is known to hold (openraft's matched
