@@ -803,6 +803,15 @@ fn config_version(config: &str) -> i64 {
     i64::from_str_radix(hex, 16).unwrap()
 }
 
+/// Three members with reconfig enabled and a fourth server running, configured but not yet a
+/// member (server.4), and which of the three leads.
+fn three_and_a_spare_running(system: System) -> (Cluster, usize) {
+    let mut cluster = Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true");
+    cluster.start_spare(3);
+    let leader = cluster.wait_for_leader(Duration::from_secs(10));
+    (cluster, leader)
+}
+
 /// A reconfig that removes the leader: the remaining members carry on under a new leader (in
 /// ZooKeeper the leader hands over to a designated successor), and the writes go on. A reconfig
 /// sent as soon as the first is answered (go-zookeeper's test of incremental reconfig does so)
@@ -813,10 +822,7 @@ fn reconfig_removing_the_leader_leaves_a_leader() {
     run(
         "reconfig_removing_the_leader_leaves_a_leader",
         |system| async move {
-            let mut cluster =
-                blocking(|| Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true"));
-            blocking(|| cluster.start_spare(3));
-            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let (mut cluster, leader) = blocking(|| three_and_a_spare_running(system));
             let others = cluster.followers_of(leader);
             let through_others: Vec<String> = others
                 .iter()
@@ -890,10 +896,7 @@ fn reconfig_removing_the_leader_asked_of_the_leader() {
     run(
         "reconfig_removing_the_leader_asked_of_the_leader",
         |system| async move {
-            let mut cluster =
-                blocking(|| Cluster::start_with_spares(system, 3, 0, 1, "reconfigEnabled=true"));
-            blocking(|| cluster.start_spare(3));
-            let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(10)));
+            let (mut cluster, leader) = blocking(|| three_and_a_spare_running(system));
             let on_leader = connect(&cluster.member_connect_string(leader)).await;
             on_leader.auth("digest", SUPER_CREDENTIAL).await.unwrap();
             let id = (leader + 1).to_string();
