@@ -167,8 +167,11 @@ pub async fn reconfig(
     // or a follower's channel, and either may close before the change is over (a reconfig
     // that removes this server closes its clients as it answers them). Dropped with it, the
     // change used to stop there: the members leaving were never removed, a leader that
-    // removed itself went on leading, and every later reconfig found the slot taken.
-    let change = tokio::spawn(carry_out(ctx.clone(), proposal, term, failed));
+    // removed itself went on leading, and every later reconfig found the slot taken. The
+    // task ends with the server, as `reconcile` does.
+    let stopping = ctx.clone();
+    let change = carry_out(ctx.clone(), proposal, term, failed);
+    let change = tokio::spawn(async move { stopping.until_stopped(change).await });
     if let Err(e) = change.await {
         tracing::error!("reconfig: the change's task failed: {e}");
     }
