@@ -541,7 +541,7 @@ impl Session {
         // leader, within a bound.
         let deadline = tokio::time::Instant::now() + 2 * ctx.consensus.election_timeout();
         loop {
-            let seen = (ctx.consensus.status().term, ctx.consensus.leader());
+            let seen = (ctx.consensus.term(), ctx.consensus.leader());
             let revalidated = match seen.1 {
                 Some(leader) if leader == me => {
                     ctx.replica().claim_session(session_id, me, seen.0);
@@ -558,7 +558,7 @@ impl Session {
             };
             // A leader that lost its place meanwhile took its record with it: the next
             // leader is told too.
-            if revalidated && (ctx.consensus.status().term, ctx.consensus.leader()) == seen {
+            if revalidated && (ctx.consensus.term(), ctx.consensus.leader()) == seen {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, ctx.consensus.changed(seen))

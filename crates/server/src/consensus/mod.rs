@@ -891,20 +891,7 @@ impl Consensus {
         let membership = m.membership_config.membership();
         let voters: Vec<u64> = membership.voter_ids().collect();
         let learners: Vec<u64> = membership.learner_ids().collect();
-        let timeout_ms = self.leader_timeout.as_millis() as u64;
-        let synced_followers = m
-            .heartbeat
-            .as_ref()
-            .map(|h| {
-                h.iter()
-                    .filter(|(id, at)| {
-                        **id != self.identity.me
-                            && at.is_some_and(|t| t.elapsed().as_millis() as u64 <= timeout_ms)
-                    })
-                    .map(|(id, _)| *id)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let synced_followers = self.followers_heard_within(self.leader_timeout);
         Status {
             term: m.current_term,
             leader: m.current_leader,
@@ -930,14 +917,20 @@ impl Consensus {
     /// server. Unlike [`Status::synced_followers`], which counts a member as in touch for an
     /// election timeout after its last answer, a member that has just died is not among them.
     pub fn answered_since(&self, since: Instant) -> Vec<u64> {
-        let m = self.raft.metrics().borrow_watched().clone();
-        let waited = since.elapsed();
+        self.followers_heard_within(since.elapsed())
+    }
+
+    /// On the leader, the other members whose last answer came within `within`; empty on any
+    /// other server.
+    fn followers_heard_within(&self, within: Duration) -> Vec<u64> {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
         m.heartbeat
             .as_ref()
             .map(|h| {
                 h.iter()
                     .filter(|(id, at)| {
-                        **id != self.identity.me && at.is_some_and(|t| t.elapsed() < waited)
+                        **id != self.identity.me && at.is_some_and(|t| t.elapsed() <= within)
                     })
                     .map(|(id, _)| *id)
                     .collect()
