@@ -669,7 +669,11 @@ impl Session {
 
     async fn request(&mut self, payload: &[u8], wakers: &Wakers) -> Result<(), Closed> {
         let received = Instant::now();
-        self.ctx.replica().touch(self.session_id, received);
+        let mirroring = {
+            let mut replica = self.ctx.replica();
+            replica.touch(self.session_id, received);
+            replica.state().mirroring()
+        };
         let mut r = Reader::new(payload);
         let header = RequestHeader::decode(&mut r).map_err(|error| Closed::Request {
             xid: 0,
@@ -695,7 +699,7 @@ impl Session {
             }
         };
         // A server mirroring a ZooKeeper ensemble answers writes as a read-only one does.
-        let read_only = self.read_only || self.ctx.replica().state().mirroring();
+        let read_only = self.read_only || mirroring;
         match request {
             Request::Auth(auth) => self.authenticate(header.xid, &auth.scheme, &auth.auth),
             Request::Sasl(sasl) => self.sasl(header.xid, &sasl.token),
