@@ -45,6 +45,8 @@ START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
 BENCH_SLACK_S = 120
 SYSTEMS = ("zookeeper", "warden")
+# How warden bench sends requests (--driver); set from the arguments.
+DRIVER = "lean"
 
 # (quick, full) defaults of every size; each can be set by a flag or a COMPARE_* variable.
 SIZES = {
@@ -267,7 +269,7 @@ def bench(warden_bin, cluster, args, raw_dir, name):
     """Runs `warden bench` against the cluster; returns its JSON report (also saved)."""
     command = [
         str(warden_bin), "bench", "--servers", cluster.servers(),
-        "--pid", ",".join(map(str, cluster.pids())), "--json", "--progress", "0",
+        "--pid", ",".join(map(str, cluster.pids())), "--json", "--progress", "0", "--driver", DRIVER,
     ] + args
     limit = None
     if "--time-limit" in args:
@@ -286,6 +288,15 @@ def bench(warden_bin, cluster, args, raw_dir, name):
     (raw_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     if report["errors"]:
         log(f"  {name}: {report['errors']} errors: {report['errors_by_code']}")
+    check = report.get("znodes")
+    if check and check["found"] != check["acknowledged"]:
+        # The run's writes, counted through the independent client, are not the ones the
+        # driver saw acknowledged: a wrong answer somewhere, unless requests failed.
+        message = (f"  {name}: {check['found']} znodes made, {check['acknowledged']} acknowledged "
+                   f"({report['errors']} errors)")
+        if not report["errors"]:
+            raise RuntimeError(message)
+        log(message)
     return report
 
 
@@ -441,6 +452,12 @@ def cores(reports):
     return "–" if server is None else f"{server:.2f} / {client:.2f}"
 
 
+def bench_cpu_per_request(reports):
+    """The bench's own CPU per answered request (median over the repeats)."""
+    us = median([r["client_cpu_us_per_op"] for r in reports if r.get("client_cpu_us_per_op")])
+    return "–" if us is None else f"{us:.1f} µs"
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -468,23 +485,29 @@ def write_report(out, sizes, runs_by_size, footprints, warden_note, plots, loads
         f"{sizes.sessions} sessions, {sizes.warmup} s warm-up + {sizes.duration} s measured "
         f"(load: {sizes.load_nodes:,} znodes of 100 B under {LOAD_PARENTS} parents, 64 outstanding per session). "
         "Figures are medians over the repeats; latencies are of all requests of the workload together.",
+        f"`warden bench --driver {DRIVER}`"
+        + (": requests written straight onto each session's socket; after each run the znodes it made are "
+           "counted through the independent zookeeper-client crate against the writes the driver saw "
+           "acknowledged." if DRIVER == "lean" else ": requests sent through the independent zookeeper-client crate."),
         "",
     ]
     for size, runs in runs_by_size.items():
         systems = list(runs)
         lines += [f"## Throughput and latency, {size} server{'s' if size > 1 else ''}", ""]
-        header = "| workload | system | ops/s | ops per server CPU-s | p50 | p99 | p99.9 | server / bench CPU, cores |"
-        lines += [header, "|---|---|---|---|---|---|---|---|"]
+        header = ("| workload | system | ops/s | ops per server CPU-s | p50 | p99 | p99.9 | server / bench CPU, cores "
+                  "| bench CPU per request |")
+        lines += [header, "|---|---|---|---|---|---|---|---|---|"]
         for workload in sizes.workloads:
             for system in systems:
                 s = summarize(runs[system][workload])
                 cells = [fmt(median(s[m]), m) for m in METRICS]
                 cells.append(cores(runs[system][workload]))
+                cells.append(bench_cpu_per_request(runs[system][workload]))
                 lines.append(f"| {workload} | {system} | " + " | ".join(cells) + " |")
             if "warden" in systems and "zookeeper" in systems:
                 w, z = summarize(runs["warden"][workload]), summarize(runs["zookeeper"][workload])
                 cells = [fmt(ratio(median(w[m]), median(z[m])), "ratio") for m in METRICS]
-                lines.append(f"| {workload} | **Warden / ZooKeeper** | " + " | ".join(cells) + " | |")
+                lines.append(f"| {workload} | **Warden / ZooKeeper** | " + " | ".join(cells) + " | | |")
         lines += ["", "Noise between repeats, (max - min) / median:", ""]
         lines += ["| workload | system | ops/s | ops per server CPU-s | p50 | p99 | p99.9 |",
                   "|---|---|---|---|---|---|---|"]
@@ -646,6 +669,10 @@ def parse_args():
     parser.add_argument("--phases", default=os.environ.get("COMPARE_PHASES", "throughput,footprint"),
                         help="throughput (workloads side by side), footprint (memory, disk, restart); "
                              "default both")
+    parser.add_argument("--driver", choices=("lean", "client"), default=os.environ.get("COMPARE_DRIVER", "lean"),
+                        help="how warden bench sends requests: lean (straight onto the socket, its writes "
+                             "checked through zookeeper-client after each run) or client (through "
+                             "zookeeper-client); default lean; env COMPARE_DRIVER")
     parser.add_argument("--out", type=Path, default=None, help="output directory (default target/bench-compare/<time>)")
     parser.add_argument("--warden-bin", type=Path, default=None,
                         help="the warden binary (default: built here with cargo build --release)")
@@ -680,7 +707,9 @@ def build_warden():
 
 
 def main():
+    global DRIVER
     args = parse_args()
+    DRIVER = args.driver
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

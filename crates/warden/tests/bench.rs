@@ -1,6 +1,9 @@
 //! `warden bench` against a real Apache ZooKeeper 3.9.5 on loopback: every named workload and a
-//! workload file run for a few seconds, finish without a single error code, and print JSON with
-//! the fields the comparison script reads.
+//! workload file run for a few seconds through each driver (the independent client, and the
+//! lean driver written on our own protocol code), finish without a single error code, make
+//! exactly the znodes their acknowledged writes account for (counted through the independent
+//! client), and print JSON with the fields the comparison script reads. Then the same, in
+//! short, against a real `warden server`.
 //!
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java and mvn). If it
 //! cannot be installed or started, the test fails: it never skips.
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::servers::{ServerProcess, spawn_zookeeper};
-use support::warden::output_within;
+use support::warden::{Warden, output_within};
 
 /// How long ZooKeeper may take to answer `srvr` after it starts.
 const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -22,11 +25,18 @@ const BENCH_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Runs `warden bench` with `args` plus the server and `--json`; kills it if it overruns.
 fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
-    let address = zookeeper.address();
-    let pid = zookeeper.pid().to_string();
+    bench_on(&zookeeper.address(), zookeeper.pid(), args, || {
+        zookeeper.log_tail(40)
+    })
+}
+
+/// Runs `warden bench` against the server at `address` (process `pid`); `log` tells what the
+/// server said when the run fails.
+fn bench_on(address: &str, pid: u32, args: &[&str], log: impl Fn() -> String) -> Value {
+    let pid = pid.to_string();
     let common = [
         "--servers",
-        &address,
+        address,
         "--pid",
         &pid,
         "--json",
@@ -51,8 +61,8 @@ fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
     let stderr = String::from_utf8_lossy(&stderr);
     assert!(
         status.success(),
-        "warden bench {args:?} failed ({status}):\n{stderr}\nZooKeeper:\n{}",
-        zookeeper.log_tail(40)
+        "warden bench {args:?} failed ({status}):\n{stderr}\nThe server:\n{}",
+        log()
     );
     serde_json::from_slice(&stdout).unwrap_or_else(|e| {
         panic!(
@@ -64,7 +74,7 @@ fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
 
 /// What every report must show: requests answered, no error code at all, figures that hang
 /// together, and the server's CPU and memory sampled.
-fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], zookeeper_pid: u32) {
+fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], server: (u32, &str)) {
     let context = format!("workload {workload}: {report:#}");
     assert_eq!(report["workload"], workload, "{context}");
     assert!(report["ok"].as_u64().unwrap() > 0, "{context}");
@@ -102,8 +112,8 @@ fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], zookeeper_p
         "unexpected kinds of request {by_op:?}; {context}"
     );
     let usage = &report["servers_usage"][0];
-    assert_eq!(usage["pid"], zookeeper_pid, "{context}");
-    assert_eq!(usage["command"], "java", "{context}");
+    assert_eq!(usage["pid"], server.0, "{context}");
+    assert_eq!(usage["command"], server.1, "{context}");
     assert!(usage["cpu_seconds"].as_f64().unwrap() > 0.0, "{context}");
     assert!(
         usage["rss_bytes_peak"].as_u64().unwrap() >= usage["rss_bytes_start"].as_u64().unwrap(),
@@ -113,6 +123,12 @@ fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], zookeeper_p
         report["ops_per_server_cpu_second"].as_f64().unwrap() > 0.0,
         "{context}"
     );
+    assert!(
+        report["client_cpu_us_per_op"].as_f64().unwrap() > 0.0,
+        "{context}"
+    );
+    let znodes = &report["znodes"];
+    assert_eq!(znodes["found"], znodes["acknowledged"], "{context}");
 }
 
 #[test]
@@ -124,7 +140,7 @@ fn every_workload_runs_clean_against_zookeeper() {
     zookeeper
         .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
         .unwrap_or_else(|e| panic!("{e}"));
-    let pid = zookeeper.pid();
+    let pid = (zookeeper.pid(), "java");
     let timed = ["--sessions", "4", "--duration", "2", "--warmup", "1"];
 
     let cases: [(&str, &[&str]); 4] = [
@@ -136,19 +152,31 @@ fn every_workload_runs_clean_against_zookeeper() {
         ),
         ("read", &["get", "list"]),
     ];
-    for (workload, ops) in cases {
-        let report = bench(
-            &zookeeper,
-            &[&["--workload", workload][..], &timed].concat(),
-        );
-        assert_clean_report(&report, workload, ops, pid);
-        assert_eq!(report["stopped_by"], "duration");
-        assert_eq!(report["sessions"], 4);
+    for driver in ["client", "lean"] {
+        for (workload, ops) in cases {
+            let report = bench(
+                &zookeeper,
+                &[&["--workload", workload, "--driver", driver][..], &timed].concat(),
+            );
+            assert_clean_report(&report, workload, ops, pid);
+            assert_eq!(report["stopped_by"], "duration");
+            assert_eq!(report["sessions"], 4);
+            assert_eq!(report["driver"], driver);
+            if workload == "clickhouse" {
+                // Sets of shared znodes that other sessions read with a watch.
+                assert!(
+                    report["watch_events"].as_u64().unwrap() > 0,
+                    "{driver}: no watch fired: {report:#}"
+                );
+            }
+        }
     }
 
     let load = bench(
         &zookeeper,
         &[
+            "--driver",
+            "lean",
             "--workload",
             "load",
             "--nodes",
@@ -165,6 +193,7 @@ fn every_workload_runs_clean_against_zookeeper() {
         (Some(5000), Some("load_complete"))
     );
     assert_eq!(load["pipeline"], 64);
+    assert_eq!(load["znodes"]["found"], 5000);
 
     // A workload of one's own, counted by requests rather than time.
     let file = zookeeper.dir.join("mine.toml");
@@ -194,4 +223,26 @@ fn every_workload_runs_clean_against_zookeeper() {
         (mine["ok"].as_u64(), mine["stopped_by"].as_str()),
         (Some(400), Some("requests"))
     );
+}
+
+#[test]
+fn both_drivers_run_clean_against_warden() {
+    let warden = Warden::start("");
+    let address = warden.addr().to_string();
+    let server = (warden.pid(), "warden");
+    let timed = ["--sessions", "4", "--duration", "2", "--warmup", "1"];
+    for driver in ["client", "lean"] {
+        for (workload, ops) in [
+            ("mixed", &["create", "delete", "set", "get", "list"][..]),
+            (
+                "clickhouse",
+                &["create", "set", "get", "exists", "list", "multi"],
+            ),
+        ] {
+            let args = [&["--workload", workload, "--driver", driver][..], &timed].concat();
+            let report = bench_on(&address, warden.pid(), &args, || warden.log());
+            assert_clean_report(&report, workload, ops, server);
+            assert_eq!(report["driver"], driver);
+        }
+    }
 }

@@ -9,6 +9,8 @@
 //! - `process`: the servers' CPU time and memory from /proc (`--pid`).
 //! - `report`: the table and the JSON.
 
+mod lean;
+mod link;
 mod process;
 mod report;
 mod runner;
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, ensure};
 use clap::Args;
 
-use self::runner::{Settings, StopRule};
+use self::runner::{Driver, Settings, StopRule};
 use self::workload::{Plan, Workload};
 
 pub const SESSIONS_MAX: u32 = 10_000;
@@ -112,6 +114,12 @@ pub struct BenchArgs {
     /// Seed of the random draws [default: random].
     #[arg(long)]
     pub seed: Option<u64>,
+
+    /// How requests are sent: through the independent zookeeper-client crate, or written
+    /// straight onto each session's socket (a fraction of the client's CPU per request; the
+    /// run's writes are checked through the client afterwards either way).
+    #[arg(long, value_enum, default_value_t = Driver::Client)]
+    pub driver: Driver,
 
     /// Worker threads of the bench's own runtime; they share the machine with the server.
     #[arg(long, default_value_t = 2)]
@@ -254,6 +262,7 @@ impl BenchArgs {
             progress: (progress > 0.0).then(|| Duration::from_secs_f64(progress)),
             session_timeout: Duration::from_millis(self.session_timeout_ms),
             seed: self.seed.unwrap_or_else(|| fastrand::u64(..)),
+            driver: self.driver,
         })
     }
 }

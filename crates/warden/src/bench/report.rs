@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::process::Usage;
+use super::runner::Driver;
 use super::stats::{Latency, OpKind, Stats, Summary};
 
 #[derive(Clone, Debug, Serialize)]
@@ -28,6 +29,8 @@ pub struct Report {
     /// Successful requests per second of server CPU time: steadier than throughput on a shared
     /// machine.
     pub ops_per_server_cpu_second: Option<f64>,
+    /// The bench's own CPU time per successful request, in microseconds.
+    pub client_cpu_us_per_op: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -69,6 +72,24 @@ pub struct RunFacts {
     pub servers_usage: Vec<Usage>,
     /// CPU time of the bench itself over the measured window.
     pub client_cpu_seconds: f64,
+    pub driver: Driver,
+    /// The run's znodes counted through the independent client against its acknowledged
+    /// writes; `None` when the run was cut short at its time limit.
+    pub znodes: Option<ZnodesCheck>,
+}
+
+/// Znodes the run's acknowledged writes made (creates less deletes), and the change in the
+/// count of znodes under the root that the independent client found over the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ZnodesCheck {
+    pub acknowledged: i64,
+    pub found: i64,
+}
+
+impl ZnodesCheck {
+    pub fn holds(self) -> bool {
+        self.acknowledged == self.found
+    }
 }
 
 impl Report {
@@ -102,6 +123,11 @@ impl Report {
         let ops_per_server_cpu_second = server_cpu_seconds
             .filter(|cpu| *cpu > 0.0)
             .map(|cpu| total.ok as f64 / cpu);
+        let client_cpu_us_per_op = if total.ok > 0 {
+            facts.client_cpu_seconds * 1e6 / total.ok as f64
+        } else {
+            0.0
+        };
         Report {
             tool: "warden bench",
             version: env!("CARGO_PKG_VERSION"),
@@ -115,6 +141,7 @@ impl Report {
             watch_events: stats.watch_events(),
             server_cpu_seconds,
             ops_per_server_cpu_second,
+            client_cpu_us_per_op,
         }
     }
 
@@ -222,11 +249,30 @@ impl Report {
         }
         let _ = writeln!(
             w,
-            "bench client cpu: {:.2} s ({:.0}% of one core)",
+            "bench client cpu ({} driver): {:.2} s ({:.0}% of one core), {:.1} µs per request",
+            self.run.driver.name(),
             self.run.client_cpu_seconds,
-            percent(self.run.client_cpu_seconds, self.run.measured_seconds)
+            percent(self.run.client_cpu_seconds, self.run.measured_seconds),
+            self.client_cpu_us_per_op
         );
+        if let Some(check) = self.run.znodes {
+            let verdict = if check.holds() { "match" } else { "MISMATCH" };
+            let _ = writeln!(
+                w,
+                "znodes made by the run, counted through the independent client: {} against {} acknowledged ({verdict})",
+                check.found, check.acknowledged
+            );
+        }
         out
+    }
+}
+
+impl Driver {
+    fn name(self) -> &'static str {
+        match self {
+            Driver::Client => "client",
+            Driver::Lean => "lean",
+        }
     }
 }
 
@@ -289,6 +335,11 @@ mod tests {
                 rss_bytes_peak: 120 << 20,
             }],
             client_cpu_seconds: 0.25,
+            driver: Driver::Lean,
+            znodes: Some(ZnodesCheck {
+                acknowledged: 1,
+                found: 1,
+            }),
         };
         Report::new(facts, &stats)
     }
@@ -330,6 +381,16 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("ops per server cpu-second: 10"), "{table}");
+        assert!(
+            table.contains(
+                "bench client cpu (lean driver): 0.25 s (12% of one core), 50000.0 µs per request"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("independent client: 1 against 1 acknowledged (match)"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -342,6 +403,9 @@ mod tests {
             "by_op",
             "errors_by_code",
             "ops_per_server_cpu_second",
+            "client_cpu_us_per_op",
+            "driver",
+            "znodes",
         ] {
             assert!(json.get(field).is_some(), "no {field} in {json}");
         }

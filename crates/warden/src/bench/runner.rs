@@ -10,8 +10,10 @@ use futures::{StreamExt, TryStreamExt, stream};
 use tokio::task::JoinSet;
 use zookeeper_client as zk;
 
+use super::lean::LeanLink;
+use super::link::Link;
 use super::process::{Meters, Process};
-use super::report::{Report, RunFacts, StoppedBy};
+use super::report::{Report, RunFacts, StoppedBy, ZnodesCheck};
 use super::session::{Control, Session, SessionEnd, Shared, error_code};
 use super::tree::{self, Paths};
 use super::workload::Workload;
@@ -48,6 +50,18 @@ pub struct Settings {
     pub progress: Option<Duration>,
     pub session_timeout: Duration,
     pub seed: u64,
+    pub driver: Driver,
+}
+
+/// How the sessions of a run send their requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Driver {
+    /// The independent `zookeeper-client` crate.
+    Client,
+    /// Requests written straight onto each session's socket (bench/lean.rs): a fraction of the
+    /// client's CPU per request, its writes checked through the client after the run.
+    Lean,
 }
 
 /// A measured run whose tree is still on the server.
@@ -86,7 +100,8 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         Process::pid(*pid).with_context(|| format!("--pid {pid}"))?;
     }
     let paths = Paths::new(&settings.root)?;
-    let (admin, clients) = set_up(&settings, &paths, &workload).await?;
+    let (admin, links) = set_up(&settings, &paths, &workload).await?;
+    let znodes_before = count_znodes(&admin, &paths, deadline).await?;
 
     let measure_from = Instant::now() + settings.warmup;
     let (issue_until, requests) = match settings.stop {
@@ -102,12 +117,12 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         sessions: settings.sessions,
         pipeline: settings.pipeline,
     });
-    let mut state_watchers = Vec::with_capacity(clients.len());
+    let mut state_watchers = Vec::with_capacity(links.len());
     let mut tasks = JoinSet::new();
-    for (id, client) in (0u32..).zip(clients) {
-        state_watchers.push(client.state_watcher());
+    for (id, link) in (0u32..).zip(links) {
+        state_watchers.extend(link.state_watcher());
         let seed = settings.seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        tasks.spawn(Session::new(id, client, shared.clone(), seed).run());
+        tasks.spawn(Session::new(id, link, shared.clone(), seed).run());
     }
     let progress = settings
         .progress
@@ -143,6 +158,17 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         .filter_map(|end| end.ended_early.clone())
         .collect();
     let all_ended_early = !ends.is_empty() && sessions_ended_early.len() == ends.len();
+    // Checked only when every session ended in order: a session aborted at the time limit
+    // may have had writes applied that it never saw answered.
+    let znodes = if timed_out {
+        None
+    } else {
+        let found = count_znodes(&admin, &shared.paths, deadline).await? - znodes_before;
+        Some(ZnodesCheck {
+            acknowledged: ends.iter().map(|end| end.znodes_made).sum(),
+            found,
+        })
+    };
     let facts = RunFacts {
         started_at_unix,
         seed: settings.seed,
@@ -159,6 +185,8 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
         sessions_ended_early,
         servers_usage,
         client_cpu_seconds,
+        driver: settings.driver,
+        znodes,
     };
     let report = Report::new(facts, &shared.control.stats());
 
@@ -172,12 +200,36 @@ pub async fn run(settings: Settings, workload: Workload) -> anyhow::Result<Finis
     })
 }
 
+/// The znodes under the run's root, counted by the server for the independent client
+/// (getAllChildrenNumber), after a sync: sessions on other servers of a cluster may have had
+/// writes acknowledged that the admin session's server has not applied yet.
+async fn count_znodes(admin: &zk::Client, paths: &Paths, deadline: Instant) -> anyhow::Result<i64> {
+    let counting = async {
+        admin
+            .sync(paths.root())
+            .await
+            .map_err(|e| anyhow::anyhow!("sync before counting: {}", error_code(&e)))?;
+        let n = admin
+            .count_descendants_number(paths.root())
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "counting the znodes under {}: {}",
+                    paths.root(),
+                    error_code(&e)
+                )
+            })?;
+        Ok(n as i64)
+    };
+    within(deadline, "counting the run's znodes", counting).await
+}
+
 /// Opens the admin session, makes the run's tree with it, then opens the run's sessions.
 async fn set_up(
     settings: &Settings,
     paths: &Paths,
     workload: &Workload,
-) -> anyhow::Result<(zk::Client, Vec<zk::Client>)> {
+) -> anyhow::Result<(zk::Client, Vec<Link>)> {
     let deadline = settings.deadline;
     let admin = connect(&settings.servers[0], settings.session_timeout).await?;
     let mut rng = fastrand::Rng::with_seed(settings.seed);
@@ -290,10 +342,30 @@ async fn connect(server: &str, session_timeout: Duration) -> anyhow::Result<zk::
 }
 
 /// One session per `--sessions`, spread over the servers in turn.
-async fn connect_all(settings: &Settings) -> anyhow::Result<Vec<zk::Client>> {
+async fn connect_all(settings: &Settings) -> anyhow::Result<Vec<Link>> {
     let servers = &settings.servers;
+    let timeout = settings.session_timeout;
     stream::iter(0..settings.sessions as usize)
-        .map(|i| connect(&servers[i % servers.len()], settings.session_timeout))
+        .map(|i| {
+            let server = &servers[i % servers.len()];
+            async move {
+                match settings.driver {
+                    Driver::Client => connect(server, timeout).await.map(Link::client),
+                    Driver::Lean => {
+                        let connecting = LeanLink::connect(server, timeout);
+                        match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+                            Ok(link) => link
+                                .map(Link::lean)
+                                .with_context(|| format!("cannot open a session on {server}")),
+                            Err(_) => bail!(
+                                "cannot open a session on {server}: no answer within {} s",
+                                CONNECT_TIMEOUT.as_secs()
+                            ),
+                        }
+                    }
+                }
+            }
+        })
         .buffered(CONNECTS_AT_ONCE)
         .try_collect()
         .await

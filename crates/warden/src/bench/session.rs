@@ -6,15 +6,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use zookeeper_client as zk;
 
+use super::link::{Done, Fired, Link, Sent};
 use super::stats::{OpKind, Stats};
-use super::tree::{OWN_BUCKET_NODES, Paths, persistent, value};
+use super::tree::{OWN_BUCKET_NODES, Paths, value};
 use super::workload::{MultiPart, Op, Plan, Span, Target, Weighted, Workload};
 
 /// Own znodes a session remembers (to delete or read them back); older ones are forgotten and
@@ -99,6 +99,8 @@ impl Control {
 /// How a session's run ended.
 pub struct SessionEnd {
     pub session: u32,
+    /// Znodes its acknowledged creates made, less those its acknowledged deletes removed.
+    pub znodes_made: i64,
     /// When its last counted request completed.
     pub last_counted: Option<Instant>,
     /// Why it stopped before the run did (an expired or closed session, nothing left to do).
@@ -117,8 +119,10 @@ pub struct Shared {
 
 pub struct Session {
     id: u32,
-    client: Arc<zk::Client>,
+    link: Link,
     shared: Arc<Shared>,
+    /// Znodes made less znodes removed by this session's acknowledged writes.
+    znodes_made: i64,
     rng: fastrand::Rng,
     own: OwnNodes,
     watches: Watches,
@@ -137,7 +141,8 @@ struct Planned {
     deletes: Vec<u64>,
 }
 
-enum Request {
+/// A request as a session draws it, before a driver sends it.
+pub enum Request {
     Create {
         path: String,
         value: Vec<u8>,
@@ -166,20 +171,30 @@ enum Request {
     },
 }
 
-struct Done {
-    kind: OpKind,
-    counted: bool,
-    started: Instant,
-    finished: Instant,
-    result: Result<Option<(String, zk::OneshotWatcher)>, zk::Error>,
-    creates: Vec<u64>,
-    deletes: Vec<u64>,
+impl Request {
+    /// Znodes the request makes, less those it removes, if it succeeds.
+    fn znodes(&self) -> i64 {
+        match self {
+            Request::Create { .. } => 1,
+            Request::Delete { .. } => -1,
+            Request::Multi { parts } => parts
+                .iter()
+                .map(|(part, _, _)| match part {
+                    MultiPart::Create => 1,
+                    MultiPart::Delete => -1,
+                    MultiPart::Set | MultiPart::Check => 0,
+                })
+                .sum(),
+            Request::Set { .. }
+            | Request::Get { .. }
+            | Request::Exists { .. }
+            | Request::List { .. } => 0,
+        }
+    }
 }
 
-type InFlight = Pin<Box<dyn Future<Output = Done> + Send>>;
-
 impl Session {
-    pub fn new(id: u32, client: zk::Client, shared: Arc<Shared>, seed: u64) -> Session {
+    pub fn new(id: u32, link: Link, shared: Arc<Shared>, seed: u64) -> Session {
         let workload = &shared.workload;
         let own = OwnNodes::new(
             u64::from(workload.delete_stock),
@@ -187,8 +202,9 @@ impl Session {
         );
         Session {
             id,
-            client: Arc::new(client),
+            link,
             shared,
+            znodes_made: 0,
             rng: fastrand::Rng::with_seed(seed),
             own,
             watches: Watches::default(),
@@ -197,14 +213,13 @@ impl Session {
     }
 
     pub async fn run(mut self) -> SessionEnd {
-        let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
         let mut last_counted = None;
         let mut ended_early = None;
         let mut exhausted = false;
         loop {
             while !exhausted
                 && ended_early.is_none()
-                && in_flight.len() < self.shared.pipeline as usize
+                && self.link.in_flight() < self.shared.pipeline as usize
             {
                 let Some(counted) = self.shared.control.admit(Instant::now()) else {
                     break;
@@ -212,7 +227,7 @@ impl Session {
                 match self.draw(counted) {
                     Ok(planned) => {
                         for request in planned {
-                            in_flight.push(self.send(request));
+                            self.send(request);
                         }
                     }
                     Err(Exhausted::Load) => exhausted = true,
@@ -221,7 +236,8 @@ impl Session {
                     }
                 }
             }
-            if in_flight.is_empty() {
+            self.link.flush().await;
+            if self.link.in_flight() == 0 {
                 break;
             }
             // Watch events first: the server sends an event before the answer to any later
@@ -233,8 +249,8 @@ impl Session {
                     self.watches.armed.remove(&path);
                     self.stats().record_watch_event();
                 },
-                Some(done) = in_flight.next() => {
-                    if done.counted && done.result.is_ok() {
+                Some(done) = self.link.next() => {
+                    if done.sent.counted && done.result.is_ok() {
                         last_counted = Some(last_counted.map_or(done.finished, |t: Instant| t.max(done.finished)));
                     }
                     if let Some(reason) = self.complete(done) {
@@ -243,8 +259,10 @@ impl Session {
                 },
             }
         }
+        self.link.close().await;
         SessionEnd {
             session: self.id,
+            znodes_made: self.znodes_made,
             last_counted,
             ended_early,
         }
@@ -424,8 +442,7 @@ impl Session {
         probability > 0.0 && self.rng.f64() < probability && self.watches.may_watch(path)
     }
 
-    fn send(&self, planned: Planned) -> InFlight {
-        let client = self.client.clone();
+    fn send(&mut self, planned: Planned) {
         let Planned {
             kind,
             counted,
@@ -437,19 +454,15 @@ impl Session {
             .control
             .in_flight
             .fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        send_now(async move {
-            let result = execute(&client, request).await;
-            Done {
-                kind,
-                counted,
-                started,
-                finished: Instant::now(),
-                result,
-                creates,
-                deletes,
-            }
-        })
+        let sent = Sent {
+            kind,
+            counted,
+            started: Instant::now(),
+            creates,
+            deletes,
+            znodes: request.znodes(),
+        };
+        self.link.send(request, sent);
     }
 
     fn stats(&self) -> MutexGuard<'_, Stats> {
@@ -466,32 +479,34 @@ impl Session {
             .control
             .in_flight
             .fetch_sub(1, Ordering::Relaxed);
+        let sent = done.sent;
         match done.result {
-            Ok(watcher) => {
-                for seq in done.creates {
+            Ok(watch) => {
+                self.znodes_made += sent.znodes;
+                for seq in sent.creates {
                     self.own.remember(seq);
                 }
-                if let Some((path, watcher)) = watcher {
-                    self.watches.arm(path, watcher);
+                if let Some((path, fired)) = watch {
+                    self.watches.arm(path, fired);
                 }
-                if done.counted {
+                if sent.counted {
                     self.shared.control.ok.fetch_add(1, Ordering::Relaxed);
                     let mut stats = self.stats();
-                    stats.record_ok(done.kind, done.finished - done.started);
+                    stats.record_ok(sent.kind, done.finished - sent.started);
                 }
                 None
             }
             Err(error) => {
                 // A delete that failed for another reason than NoNode left its znodes in place.
                 if error != zk::Error::NoNode {
-                    for seq in done.deletes {
+                    for seq in sent.deletes {
                         self.own.remember(seq);
                     }
                 }
-                if done.counted {
+                if sent.counted {
                     self.shared.control.errors.fetch_add(1, Ordering::Relaxed);
                     let mut stats = self.stats();
-                    stats.record_error(done.kind, &error_code(&error));
+                    stats.record_error(sent.kind, &error_code(&error));
                 }
                 is_terminal(&error).then(|| format!("session {}: {}", self.id, error_code(&error)))
             }
@@ -523,66 +538,6 @@ impl Planned {
 
     fn deleting(self, deletes: Vec<u64>) -> Planned {
         Planned { deletes, ..self }
-    }
-}
-
-/// Polls a request's future once, so that the request leaves now. (The client sends a request
-/// when its method is called; here that call sits inside an async block, which runs at its
-/// first poll.) Requests thus leave in the order they were drawn, and latency is timed from
-/// the moment they leave. A no-op waker is enough: the next poll registers the real one.
-fn send_now(future: impl Future<Output = Done> + Send + 'static) -> InFlight {
-    let mut future: InFlight = Box::pin(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(done) => Box::pin(std::future::ready(done)),
-        Poll::Pending => future,
-    }
-}
-
-/// Sends one request and waits for its answer. Every branch calls the client before its first
-/// await, so the request leaves at the first poll.
-async fn execute(
-    client: &zk::Client,
-    request: Request,
-) -> Result<Option<(String, zk::OneshotWatcher)>, zk::Error> {
-    match request {
-        Request::Create { path, value } => client
-            .create(&path, &value, &persistent())
-            .await
-            .map(|_| None),
-        Request::Delete { path } => client.delete(&path, None).await.map(|()| None),
-        Request::Set { path, value } => client.set_data(&path, &value, None).await.map(|_| None),
-        Request::Get { path, watch: false } => client.get_data(&path).await.map(|_| None),
-        Request::Get { path, watch: true } => {
-            let (_, _, watcher) = client.get_and_watch_data(&path).await?;
-            Ok(Some((path, watcher)))
-        }
-        Request::Exists { path, watch: false } => client.check_stat(&path).await.map(|_| None),
-        Request::Exists { path, watch: true } => {
-            let (_, watcher) = client.check_and_watch_stat(&path).await?;
-            Ok(Some((path, watcher)))
-        }
-        Request::List { path, watch: false } => client.list_children(&path).await.map(|_| None),
-        Request::List { path, watch: true } => {
-            let (_, watcher) = client.list_and_watch_children(&path).await?;
-            Ok(Some((path, watcher)))
-        }
-        Request::Multi { parts } => {
-            let options = persistent();
-            let mut writer = client.new_multi_writer();
-            for (part, path, value) in &parts {
-                match part {
-                    MultiPart::Create => writer.add_create(path, value, &options)?,
-                    MultiPart::Delete => writer.add_delete(path, None)?,
-                    MultiPart::Set => writer.add_set_data(path, value, None)?,
-                    // Version -1 matches any version: the check costs the server a lookup and passes.
-                    MultiPart::Check => writer.add_check_version(path, -1)?,
-                }
-            }
-            writer.commit().await.map(|_| None).map_err(zk::Error::from)
-        }
     }
 }
 
@@ -693,15 +648,16 @@ impl Watches {
         self.armed.len() < WATCHES_PER_SESSION_MAX || self.armed.contains(path)
     }
 
-    fn arm(&mut self, path: String, watcher: zk::OneshotWatcher) {
+    fn arm(&mut self, path: String, fired: Fired) {
         if self.armed.insert(path.clone()) {
             self.fired.push(Box::pin(async move {
-                watcher.changed().await;
+                fired.await;
                 path
             }));
         }
         // Else the watcher is dropped here. The client keeps the older watcher of this path, so
-        // the drop costs no removeWatches request, and the server holds one watch either way.
+        // the drop costs no removeWatches request, and the server holds one watch either way
+        // (the lean driver fires every watcher of a path on its event).
     }
 }
 
