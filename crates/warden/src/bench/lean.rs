@@ -215,7 +215,11 @@ impl LeanLink {
         }
         let watch = pending.watch.map(|path| {
             let (fire, fired) = oneshot::channel();
-            self.watches.entry(path.clone()).or_default().push(fire);
+            let waiting = self.watches.entry(path.clone()).or_default();
+            // A session keeps one watch per path and drops the others at once: without
+            // this, reads of a path that never changes would pile up senders.
+            waiting.retain(|w| !w.is_closed());
+            waiting.push(fire);
             (path, fired)
         });
         Ok(Some(Answer {
