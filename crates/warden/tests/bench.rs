@@ -3,7 +3,7 @@
 //! lean driver written on our own protocol code), finish without a single error code, make
 //! exactly the znodes their acknowledged writes account for (counted through the independent
 //! client), and print JSON with the fields the comparison script reads. Then the same, in
-//! short, against a real `warden server`.
+//! short, against a real `warden server`; and zk-smoketest's sequence against both.
 //!
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java and mvn). If it
 //! cannot be installed or started, the test fails: it never skips.
@@ -245,4 +245,54 @@ fn both_drivers_run_clean_against_warden() {
             assert_eq!(report["driver"], driver);
         }
     }
+}
+
+/// zk-smoketest's latency sequence: every phase answered without an error (the bench fails
+/// otherwise), the counts checked through the independent client, every notification came.
+fn assert_smoketest(phases: &Value, servers: usize, znodes: u64) {
+    let phases = phases.as_array().expect("a list of phases");
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    let sequence = [
+        "create permanent",
+        "set",
+        "get",
+        "delete permanent",
+        "create ephemeral",
+        "watch (exists)",
+        "delete ephemeral",
+        "notifications",
+    ];
+    assert_eq!(names, sequence.repeat(servers), "{phases:#?}");
+    for phase in phases {
+        assert_eq!(phase["ops"], znodes, "{phase}");
+        assert!(phase["seconds"].as_f64().unwrap() >= 0.0, "{phase}");
+    }
+}
+
+#[test]
+fn the_smoketest_runs_against_both_systems() {
+    let mut zookeeper = spawn_zookeeper(
+        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\nadmin.enableServer=false\n",
+        "",
+    );
+    zookeeper
+        .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let args = [
+        "--workload",
+        "smoketest",
+        "--nodes",
+        "3000",
+        "--pipeline",
+        "500",
+    ];
+    assert_smoketest(&bench(&zookeeper, &args), 1, 3000);
+    let warden = Warden::start("");
+    let phases = bench_on(&warden.addr().to_string(), warden.pid(), &args, || {
+        warden.log()
+    });
+    assert_smoketest(&phases, 1, 3000);
 }

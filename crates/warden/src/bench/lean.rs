@@ -45,6 +45,10 @@ pub struct LeanLink {
     pending: VecDeque<Pending>,
     /// Watches left, by path: resolved when an event for the path arrives.
     watches: HashMap<String, Vec<oneshot::Sender<()>>>,
+    /// Whether watches are kept in `watches` (else only counted as their events come).
+    tracks_watches: bool,
+    /// Watch events received.
+    events: u64,
     /// Why the socket broke, once it has: every request still pending then fails.
     broken: Option<String>,
 }
@@ -80,6 +84,8 @@ impl LeanLink {
             next_xid: 1,
             pending: VecDeque::new(),
             watches: HashMap::new(),
+            tracks_watches: true,
+            events: 0,
             broken: None,
         };
         let mut w = Writer::new();
@@ -163,6 +169,37 @@ impl LeanLink {
         }
     }
 
+    /// Watches are only counted (`events`), not kept per path: for a session that leaves
+    /// far more of them than it needs to tell apart.
+    pub fn count_watches_only(&mut self) {
+        self.tracks_watches = false;
+    }
+
+    /// Watch events received so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Reads until `n` watch events in all have arrived, with nothing pending; `false` if the
+    /// connection ended first.
+    pub async fn await_events(&mut self, n: u64) -> bool {
+        while self.events < n {
+            if self.broken.is_some() {
+                return false;
+            }
+            match self.next_frame().await {
+                Ok(Some(payload)) => {
+                    if let Err(e) = self.answer(&payload) {
+                        self.break_with(format!("{e:#}"));
+                    }
+                }
+                Ok(None) => self.break_with("the server closed the connection".into()),
+                Err(e) => self.break_with(format!("reading: {e:#}")),
+            }
+        }
+        true
+    }
+
     fn break_with(&mut self, why: String) {
         eprintln!("warden bench: a lean session's connection broke: {why}");
         self.broken = Some(why);
@@ -176,12 +213,16 @@ impl LeanLink {
         if header.xid == xid::NOTIFICATION {
             let event = WatcherEvent::decode(&mut r)
                 .map_err(|e| anyhow::anyhow!("unreadable event: {e}"))?;
+            self.events += 1;
             for fired in self.watches.remove(&event.path).unwrap_or_default() {
                 let _ = fired.send(());
             }
             return Ok(None);
         }
-        let pending = self.pending.pop_front().expect("next() checked");
+        let pending = self
+            .pending
+            .pop_front()
+            .context("an answer to no request")?;
         ensure!(
             header.xid == pending.xid,
             "answer for xid {} where xid {} was next",

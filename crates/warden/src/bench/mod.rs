@@ -15,6 +15,7 @@ mod process;
 mod report;
 mod runner;
 mod session;
+mod smoketest;
 mod stats;
 mod tree;
 mod workload;
@@ -49,7 +50,8 @@ pub struct BenchArgs {
     pub servers: Vec<String>,
 
     /// A named workload (create, mixed, clickhouse, read, load) or the path of a TOML workload
-    /// file.
+    /// file; or `smoketest`, zk-smoketest's latency sequence on `--nodes` znodes [default
+    /// 10,000], `--pipeline` outstanding [default 10,000], through the lean driver.
     #[arg(short, long, default_value = "mixed")]
     pub workload: String,
 
@@ -135,6 +137,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         print!("{}", workload_text(&args.workload)?);
         return Ok(());
     }
+    if args.workload == SMOKETEST {
+        return run_smoketest(&args);
+    }
     let mut workload = Workload::resolve(&args.workload)?;
     workload.resize_load(args.nodes, args.parents)?;
     let settings = args.settings(&workload)?;
@@ -155,6 +160,63 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 "warden bench: removed the run's {removed} znodes under {}",
                 args.root
             );
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// The name that runs zk-smoketest's sequence (bench/smoketest.rs) instead of a workload.
+const SMOKETEST: &str = "smoketest";
+/// zk-latencies.py's default `--znode_count`.
+const SMOKETEST_NODES_DEFAULT: u64 = 10_000;
+/// Requests the smoketest keeps outstanding unless told (zk-latencies.py sends them all).
+const SMOKETEST_WINDOW_DEFAULT: u32 = 10_000;
+
+fn run_smoketest(args: &BenchArgs) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let znodes = args.nodes.unwrap_or(SMOKETEST_NODES_DEFAULT);
+    ensure!(
+        (1..=workload::LOAD_NODES_MAX).contains(&znodes),
+        "--nodes must be within 1..={}",
+        workload::LOAD_NODES_MAX
+    );
+    ensure!(
+        args.duration.is_none()
+            && args.requests.is_none()
+            && args.warmup.is_none()
+            && args.parents.is_none()
+            && !args.keep,
+        "the smoketest runs its fixed sequence on one session per server, through the lean \
+         driver: size it with --nodes and --pipeline only"
+    );
+    let window = args.pipeline.unwrap_or(SMOKETEST_WINDOW_DEFAULT);
+    workload::validate_pipeline(window)?;
+    let time_limit = seconds(
+        "--time-limit",
+        args.time_limit.unwrap_or(TIME_LIMIT_UNTIMED_SECONDS),
+        false,
+    )?;
+    let settings = smoketest::Settings {
+        servers: args.servers.clone(),
+        znodes,
+        window: u64::from(window),
+        root: args.root.clone(),
+        session_timeout: Duration::from_millis(args.session_timeout_ms),
+        deadline: start + Duration::from_secs_f64(time_limit),
+        pids: args.pids.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build()
+        .context("starting the bench's runtime")?;
+    runtime.block_on(async {
+        let admin = runner::connect(&settings.servers[0], settings.session_timeout).await?;
+        let phases = smoketest::run(&settings, &admin).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&phases)?);
+        } else {
+            print!("{}", smoketest::table(&phases));
         }
         anyhow::Ok(())
     })

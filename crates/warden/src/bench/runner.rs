@@ -321,7 +321,7 @@ async fn within<T>(
     }
 }
 
-async fn connect(server: &str, session_timeout: Duration) -> anyhow::Result<zk::Client> {
+pub async fn connect(server: &str, session_timeout: Duration) -> anyhow::Result<zk::Client> {
     let connecting = zk::Client::connector()
         .with_session_timeout(session_timeout)
         .with_fail_eagerly()
