@@ -23,6 +23,18 @@ const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long one `warden bench` run may take before the test kills it.
 const BENCH_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// A ZooKeeper 3.9.5 that fsyncs, as in production, once it serves.
+fn zookeeper_serving() -> ServerProcess {
+    let mut zookeeper = spawn_zookeeper(
+        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\nadmin.enableServer=false\n",
+        "",
+    );
+    zookeeper
+        .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
+    zookeeper
+}
+
 /// Runs `warden bench` with `args` plus the server and `--json`; kills it if it overruns.
 fn bench(zookeeper: &ServerProcess, args: &[&str]) -> Value {
     bench_on(&zookeeper.address(), zookeeper.pid(), args, || {
@@ -133,13 +145,7 @@ fn assert_clean_report(report: &Value, workload: &str, ops: &[&str], server: (u3
 
 #[test]
 fn every_workload_runs_clean_against_zookeeper() {
-    let mut zookeeper = spawn_zookeeper(
-        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\nadmin.enableServer=false\n",
-        "",
-    );
-    zookeeper
-        .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let zookeeper = zookeeper_serving();
     let pid = (zookeeper.pid(), "java");
     let timed = ["--sessions", "4", "--duration", "2", "--warmup", "1"];
 
@@ -274,13 +280,7 @@ fn assert_smoketest(phases: &Value, servers: usize, znodes: u64) {
 
 #[test]
 fn the_smoketest_runs_against_both_systems() {
-    let mut zookeeper = spawn_zookeeper(
-        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nforceSync=yes\nadmin.enableServer=false\n",
-        "",
-    );
-    zookeeper
-        .wait_until_serving(ZOOKEEPER_START_TIMEOUT)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let zookeeper = zookeeper_serving();
     let args = [
         "--workload",
         "smoketest",

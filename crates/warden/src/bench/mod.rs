@@ -143,11 +143,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut workload = Workload::resolve(&args.workload)?;
     workload.resize_load(args.nodes, args.parents)?;
     let settings = args.settings(&workload)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads)
-        .enable_all()
-        .build()
-        .context("starting the bench's runtime")?;
+    let runtime = args.runtime()?;
     runtime.block_on(async {
         let finished = runner::run(settings, workload).await?;
         if args.json {
@@ -205,11 +201,7 @@ fn run_smoketest(args: &BenchArgs) -> anyhow::Result<()> {
         deadline: start + Duration::from_secs_f64(time_limit),
         pids: args.pids.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads)
-        .enable_all()
-        .build()
-        .context("starting the bench's runtime")?;
+    let runtime = args.runtime()?;
     runtime.block_on(async {
         let admin = runner::connect(&settings.servers[0], settings.session_timeout).await?;
         let phases = smoketest::run(&settings, &admin).await?;
@@ -234,6 +226,15 @@ fn workload_text(name_or_path: &str) -> anyhow::Result<String> {
 }
 
 impl BenchArgs {
+    /// The bench's own runtime, of `--threads` workers.
+    fn runtime(&self) -> anyhow::Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.threads)
+            .enable_all()
+            .build()
+            .context("starting the bench's runtime")
+    }
+
     fn settings(&self, workload: &Workload) -> anyhow::Result<Settings> {
         let start = Instant::now();
         ensure!(
