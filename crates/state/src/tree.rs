@@ -26,6 +26,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
+use crate::child_places::ChildPlaces;
 use crate::path;
 use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
 
@@ -322,6 +323,7 @@ pub struct DataTree {
     /// the slot freed before it, so the free list takes no memory of its own.
     free: NodeId,
     index: ChildIndex,
+    places: ChildPlaces,
     acls: Arc<AclTable>,
     /// Ephemeral nodes by owning session; a clone copies one `Arc` per session.
     ephemerals: hashbrown::HashMap<i64, Arc<BTreeSet<NodeId>>>,
@@ -477,6 +479,7 @@ impl DataTree {
             nodes,
             free: NO_FREE,
             index,
+            places: ChildPlaces::default(),
             acls: Arc::new(acls),
             ephemerals: Default::default(),
             containers: Default::default(),
@@ -717,7 +720,9 @@ impl DataTree {
             }
             NodeKind::Persistent => {}
         }
-        self.nodes.get_mut(parent).children.push(id);
+        let siblings = &mut self.nodes.get_mut(parent).children;
+        siblings.push(id);
+        self.places.pushed(parent, siblings);
         Some(id)
     }
 
@@ -775,15 +780,7 @@ impl DataTree {
         let parent = self.nodes.get(id).parent;
         self.modify(parent_path, parent, |t, p| {
             let pn = t.nodes.get_mut(p);
-            let at = pn
-                .children
-                .iter()
-                .position(|&c| c == id)
-                .expect("parent lists its child");
-            pn.children.remove(at);
-            if pn.children.is_empty() {
-                pn.children = ThinVec::new();
-            }
+            t.places.remove(p, id, &mut pn.children);
             pn.pzxid = pn.pzxid.max(zxid);
         });
         self.index
@@ -975,7 +972,7 @@ impl DataTree {
                     }
             })
             .sum();
-        arena + index + heap
+        arena + index + heap + self.places.approximate_bytes()
     }
 }
 

@@ -1,0 +1,190 @@
+//! How a delete takes a child out of its parent's list: in constant time, whatever the list's
+//! length.
+//!
+//! A parent's children are a plain vector of node ids, 4 bytes each. Taking one out used to
+//! mean a scan to find it and a shift of every id after it, so a delete cost as much as its
+//! parent had children: the queues, locks and logs that grow a parent to a million children
+//! deleted 15,400 znodes a second against 65,000 creates. Now the freed place takes the list's
+//! last child (ZooKeeper keeps children in a hash set and lists them in no particular order
+//! either), and a parent with [`INDEXED`] children or more also keeps each child's place, so
+//! the scan goes too. Below that, a scan of a few kilobytes costs less than the map would.
+//!
+//! Which children move where depends only on the list and the deleted child, never on whether
+//! a parent's places are kept: replicas that reached the same list by different histories (a
+//! snapshot's load, a log's replay) keep listing the same order.
+
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+use thin_vec::ThinVec;
+
+use crate::tree::NodeId;
+
+/// A parent gets its places map when its list reaches this length...
+const INDEXED: usize = 4096;
+/// ... and loses it below this one, so that a list hovering at the mark does not rebuild it.
+const UNINDEXED: usize = INDEXED / 4;
+
+/// The places of the children of every parent with a long list. Copy-on-write as the rest of
+/// the tree: a clone shares every map, and a change copies the one it touches.
+#[derive(Clone, Default)]
+pub(crate) struct ChildPlaces {
+    parents: Arc<HashMap<NodeId, Arc<HashMap<NodeId, u32>>>>,
+}
+
+impl ChildPlaces {
+    /// `children`, the list of `parent`, has just had its last id pushed.
+    pub(crate) fn pushed(&mut self, parent: NodeId, children: &[NodeId]) {
+        if children.len() < INDEXED {
+            return;
+        }
+        let parents = Arc::make_mut(&mut self.parents);
+        let places = Arc::make_mut(parents.entry(parent).or_default());
+        if places.is_empty() {
+            places.extend(children.iter().zip(0..).map(|(&c, at)| (c, at)));
+        } else {
+            let (&child, at) = children.split_last().expect("pushed to");
+            places.insert(child, place(at.len()));
+        }
+    }
+
+    /// Takes `child` out of `children`, the list of `parent`; the last child takes its place.
+    /// The list's memory shrinks with it, so that an emptied queue does not keep the room its
+    /// peak needed.
+    pub(crate) fn remove(&mut self, parent: NodeId, child: NodeId, children: &mut ThinVec<NodeId>) {
+        if self.parents.contains_key(&parent) {
+            let parents = Arc::make_mut(&mut self.parents);
+            let places = parents.get_mut(&parent).expect("just found");
+            let at = Arc::make_mut(places)
+                .remove(&child)
+                .expect("parent places its child") as usize;
+            children.swap_remove(at);
+            if children.len() < UNINDEXED {
+                parents.remove(&parent);
+            } else if let Some(&moved) = children.get(at) {
+                Arc::make_mut(places).insert(moved, place(at));
+            }
+        } else {
+            let at = children
+                .iter()
+                .position(|&c| c == child)
+                .expect("parent lists its child");
+            children.swap_remove(at);
+        }
+        if children.is_empty() {
+            *children = ThinVec::new();
+        } else if children.len() * 4 < children.capacity() && children.capacity() > 64 {
+            children.shrink_to_fit();
+        }
+    }
+
+    /// Bytes the maps hold, for memory accounting (hashbrown: an entry and a control byte per
+    /// bucket).
+    pub(crate) fn approximate_bytes(&self) -> usize {
+        self.parents
+            .values()
+            .map(|p| p.capacity() * (std::mem::size_of::<(NodeId, u32)>() + 1))
+            .sum()
+    }
+}
+
+/// A place in a list: lists are shorter than the 2^32 nodes a tree can hold.
+fn place(at: usize) -> u32 {
+    u32::try_from(at).expect("fewer than 2^32 children")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pushes `ids` one by one, as a tree's creates do.
+    fn grown(
+        places: &mut ChildPlaces,
+        parent: NodeId,
+        ids: impl IntoIterator<Item = NodeId>,
+    ) -> ThinVec<NodeId> {
+        let mut children = ThinVec::new();
+        for id in ids {
+            children.push(id);
+            places.pushed(parent, &children);
+        }
+        children
+    }
+
+    /// Every kept place points at its child.
+    fn check(places: &ChildPlaces, parent: NodeId, children: &[NodeId]) {
+        if let Some(map) = places.parents.get(&parent) {
+            assert_eq!(map.len(), children.len());
+            for (at, c) in children.iter().enumerate() {
+                assert_eq!(map[c] as usize, at, "child {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_list_moves_its_last_child_into_the_freed_place() {
+        let mut places = ChildPlaces::default();
+        let mut children = grown(&mut places, 1, [10, 11, 12, 13]);
+        places.remove(1, 11, &mut children);
+        assert_eq!(children.as_slice(), &[10, 13, 12]);
+        assert!(places.parents.is_empty());
+    }
+
+    #[test]
+    fn a_long_list_keeps_places_and_drops_them_when_it_shrinks() {
+        let mut places = ChildPlaces::default();
+        let n = INDEXED as NodeId + 100;
+        let mut children = grown(&mut places, 7, 100..100 + n);
+        check(&places, 7, &children);
+        assert!(places.parents.contains_key(&7));
+        // Oldest first, as a queue drains; then from the middle.
+        for id in 100..100 + n / 2 {
+            places.remove(7, id, &mut children);
+            check(&places, 7, &children);
+        }
+        let mut left: Vec<NodeId> = children.to_vec();
+        while let Some(id) = left.get(left.len() / 2).copied() {
+            left.retain(|&c| c != id);
+            places.remove(7, id, &mut children);
+            check(&places, 7, &children);
+            let mut listed = children.to_vec();
+            listed.sort_unstable();
+            let mut expected = left.clone();
+            expected.sort_unstable();
+            assert_eq!(listed, expected);
+        }
+        assert!(children.is_empty());
+        assert_eq!(children.capacity(), 0);
+        assert!(places.parents.is_empty());
+    }
+
+    #[test]
+    fn the_order_does_not_depend_on_whether_places_are_kept() {
+        // One history grows past the mark and shrinks back; the other starts from the list
+        // the first reached, as a snapshot's load would. Their deletes move the same children.
+        let mut a = ChildPlaces::default();
+        let mut long = grown(&mut a, 1, 0..INDEXED as NodeId);
+        for id in 0..(INDEXED - UNINDEXED) as NodeId {
+            a.remove(1, id * 7 % INDEXED as NodeId, &mut long);
+        }
+        assert!(a.parents.contains_key(&1));
+        let mut b = ChildPlaces::default();
+        let mut loaded = grown(&mut b, 1, long.iter().copied());
+        assert!(!b.parents.contains_key(&1));
+        for id in long.clone().iter().rev().step_by(3) {
+            a.remove(1, *id, &mut long);
+            b.remove(1, *id, &mut loaded);
+            assert_eq!(long, loaded);
+        }
+    }
+
+    #[test]
+    fn a_clone_keeps_its_places_while_the_original_changes() {
+        let mut places = ChildPlaces::default();
+        let mut children = grown(&mut places, 3, 0..INDEXED as NodeId);
+        let (kept_places, kept_children) = (places.clone(), children.clone());
+        places.remove(3, 0, &mut children);
+        check(&kept_places, 3, &kept_children);
+        check(&places, 3, &children);
+    }
+}
