@@ -3,7 +3,8 @@
 //! lean driver written on our own protocol code), finish without a single error code, make
 //! exactly the znodes their acknowledged writes account for (counted through the independent
 //! client), and print JSON with the fields the comparison script reads. Then the same, in
-//! short, against a real `warden server`; and zk-smoketest's sequence against both.
+//! short, against a real `warden server`; and the fixed sequences (zk-smoketest's, watches at
+//! scale) against both.
 //!
 //! ZooKeeper comes from `scripts/zookeeper/install.sh` (Maven Central; needs java and mvn). If it
 //! cannot be installed or started, the test fails: it never skips.
@@ -278,10 +279,38 @@ fn assert_smoketest(phases: &Value, servers: usize, znodes: u64) {
     }
 }
 
+/// Watches at scale: every watch set, every change heard by every session exactly once (the
+/// bench fails otherwise), one fan-out per znode, the servers' memory and CPU sampled.
+fn assert_watches(report: &Value, sessions: u64, znodes: u64) {
+    assert_eq!(report["sessions"], sessions, "{report:#}");
+    assert_eq!(report["watches"], sessions * znodes, "{report:#}");
+    let fanouts = report["fanouts"].as_array().expect("fan-outs");
+    assert_eq!(fanouts.len() as u64, znodes, "{report:#}");
+    for f in fanouts {
+        let at = |k: &str| f[k].as_f64().unwrap();
+        assert!(
+            0.0 <= at("first") && at("first") <= at("median") && at("median") <= at("last"),
+            "{f}"
+        );
+    }
+    for key in ["rss_bytes_sessions", "rss_bytes_watches"] {
+        assert!(report[key].as_u64().unwrap() > 0, "{key}: {report:#}");
+    }
+    for key in ["watch_server_cpu_seconds", "fanout_server_cpu_seconds"] {
+        assert!(report[key].as_f64().unwrap() >= 0.0, "{key}: {report:#}");
+    }
+}
+
 #[test]
-fn the_smoketest_runs_against_both_systems() {
+fn the_fixed_sequences_run_against_both_systems() {
     let zookeeper = zookeeper_serving();
-    let args = [
+    let warden = Warden::start("");
+    let on_warden = |args: &[&str]| {
+        bench_on(&warden.addr().to_string(), warden.pid(), args, || {
+            warden.log()
+        })
+    };
+    let smoketest = [
         "--workload",
         "smoketest",
         "--nodes",
@@ -289,10 +318,9 @@ fn the_smoketest_runs_against_both_systems() {
         "--pipeline",
         "500",
     ];
-    assert_smoketest(&bench(&zookeeper, &args), 1, 3000);
-    let warden = Warden::start("");
-    let phases = bench_on(&warden.addr().to_string(), warden.pid(), &args, || {
-        warden.log()
-    });
-    assert_smoketest(&phases, 1, 3000);
+    assert_smoketest(&bench(&zookeeper, &smoketest), 1, 3000);
+    assert_smoketest(&on_warden(&smoketest), 1, 3000);
+    let watches = ["--workload", "watches", "--sessions", "50", "--nodes", "20"];
+    assert_watches(&bench(&zookeeper, &watches), 50, 20);
+    assert_watches(&on_warden(&watches), 50, 20);
 }

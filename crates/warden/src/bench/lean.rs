@@ -124,7 +124,9 @@ impl LeanLink {
         self.out.extend_from_slice(&payload);
         let op = request.op();
         let watch = match request {
-            Request::GetData(r) | Request::Exists(r) | Request::GetChildren(r) if r.watch => {
+            Request::GetData(r) | Request::Exists(r) | Request::GetChildren(r)
+                if r.watch && self.tracks_watches =>
+            {
                 Some(r.path.clone())
             }
             _ => None,

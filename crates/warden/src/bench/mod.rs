@@ -8,6 +8,8 @@
 //! - `stats`: latency histograms and error counts.
 //! - `process`: the servers' CPU time and memory from /proc (`--pid`).
 //! - `report`: the table and the JSON.
+//! - `smoketest`, `watches`: fixed sequences run instead of a workload (zk-smoketest's, and
+//!   watches at scale), through the lean driver.
 
 mod lean;
 mod link;
@@ -18,6 +20,7 @@ mod session;
 mod smoketest;
 mod stats;
 mod tree;
+mod watches;
 mod workload;
 
 use std::time::{Duration, Instant};
@@ -50,8 +53,10 @@ pub struct BenchArgs {
     pub servers: Vec<String>,
 
     /// A named workload (create, mixed, clickhouse, read, load) or the path of a TOML workload
-    /// file; or `smoketest`, zk-smoketest's latency sequence on `--nodes` znodes [default
-    /// 10,000], `--pipeline` outstanding [default 10,000], through the lean driver.
+    /// file; or a fixed sequence through the lean driver: `smoketest`, zk-smoketest's latency
+    /// sequence on `--nodes` znodes [default 10,000], `--pipeline` outstanding [default
+    /// 10,000]; `watches`, each of `--sessions` sessions watching `--nodes` znodes [default
+    /// 100], each changed in turn.
     #[arg(short, long, default_value = "mixed")]
     pub workload: String,
 
@@ -137,8 +142,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         print!("{}", workload_text(&args.workload)?);
         return Ok(());
     }
-    if args.workload == SMOKETEST {
-        return run_smoketest(&args);
+    match args.workload.as_str() {
+        SMOKETEST => return run_smoketest(&args),
+        WATCHES => return run_watches(&args),
+        _ => {}
     }
     let mut workload = Workload::resolve(&args.workload)?;
     workload.resize_load(args.nodes, args.parents)?;
@@ -169,36 +176,23 @@ const SMOKETEST_NODES_DEFAULT: u64 = 10_000;
 const SMOKETEST_WINDOW_DEFAULT: u32 = 10_000;
 
 fn run_smoketest(args: &BenchArgs) -> anyhow::Result<()> {
-    let start = Instant::now();
     let znodes = args.nodes.unwrap_or(SMOKETEST_NODES_DEFAULT);
     ensure!(
         (1..=workload::LOAD_NODES_MAX).contains(&znodes),
         "--nodes must be within 1..={}",
         workload::LOAD_NODES_MAX
     );
-    ensure!(
-        args.duration.is_none()
-            && args.requests.is_none()
-            && args.warmup.is_none()
-            && args.parents.is_none()
-            && !args.keep,
-        "the smoketest runs its fixed sequence on one session per server, through the lean \
-         driver: size it with --nodes and --pipeline only"
-    );
+    let deadline =
+        args.sequence_deadline("one session per server, sized with --nodes and --pipeline")?;
     let window = args.pipeline.unwrap_or(SMOKETEST_WINDOW_DEFAULT);
     workload::validate_pipeline(window)?;
-    let time_limit = seconds(
-        "--time-limit",
-        args.time_limit.unwrap_or(TIME_LIMIT_UNTIMED_SECONDS),
-        false,
-    )?;
     let settings = smoketest::Settings {
         servers: args.servers.clone(),
         znodes,
         window: u64::from(window),
         root: args.root.clone(),
         session_timeout: Duration::from_millis(args.session_timeout_ms),
-        deadline: start + Duration::from_secs_f64(time_limit),
+        deadline,
         pids: args.pids.clone(),
     };
     let runtime = args.runtime()?;
@@ -209,6 +203,55 @@ fn run_smoketest(args: &BenchArgs) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&phases)?);
         } else {
             print!("{}", smoketest::table(&phases));
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// The name that runs watches at scale (bench/watches.rs) instead of a workload.
+const WATCHES: &str = "watches";
+/// Znodes each session watches unless told.
+const WATCHES_NODES_DEFAULT: u64 = 100;
+/// Each session asks for all its watches at once.
+const WATCHES_NODES_MAX: u64 = 100_000;
+const WATCHES_MAX: u64 = 10_000_000;
+
+fn run_watches(args: &BenchArgs) -> anyhow::Result<()> {
+    let znodes = args.nodes.unwrap_or(WATCHES_NODES_DEFAULT);
+    ensure!(
+        (1..=WATCHES_NODES_MAX).contains(&znodes),
+        "--nodes must be within 1..={WATCHES_NODES_MAX}"
+    );
+    ensure!(
+        (1..=SESSIONS_MAX).contains(&args.sessions),
+        "--sessions must be within 1..={SESSIONS_MAX}"
+    );
+    ensure!(
+        u64::from(args.sessions) * znodes <= WATCHES_MAX,
+        "--sessions x --nodes is above {WATCHES_MAX} watches"
+    );
+    ensure!(
+        args.pipeline.is_none(),
+        "the watches run asks for each session's watches at once: it takes no --pipeline"
+    );
+    let deadline = args.sequence_deadline("sized with --sessions and --nodes")?;
+    let settings = watches::Settings {
+        servers: args.servers.clone(),
+        sessions: args.sessions,
+        znodes,
+        root: args.root.clone(),
+        session_timeout: Duration::from_millis(args.session_timeout_ms),
+        deadline,
+        pids: args.pids.clone(),
+    };
+    let runtime = args.runtime()?;
+    runtime.block_on(async {
+        let admin = runner::connect(&settings.servers[0], settings.session_timeout).await?;
+        let report = watches::run(&settings, &admin).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", report.table());
         }
         anyhow::Ok(())
     })
@@ -226,6 +269,27 @@ fn workload_text(name_or_path: &str) -> anyhow::Result<String> {
 }
 
 impl BenchArgs {
+    /// The hard deadline of a fixed sequence (smoketest, watches), which takes none of a
+    /// workload's timing flags; `sizing` says what it takes instead.
+    fn sequence_deadline(&self, sizing: &str) -> anyhow::Result<Instant> {
+        let start = Instant::now();
+        ensure!(
+            self.duration.is_none()
+                && self.requests.is_none()
+                && self.warmup.is_none()
+                && self.parents.is_none()
+                && !self.keep,
+            "{} runs a fixed sequence through the lean driver, {sizing}",
+            self.workload
+        );
+        let time_limit = seconds(
+            "--time-limit",
+            self.time_limit.unwrap_or(TIME_LIMIT_UNTIMED_SECONDS),
+            false,
+        )?;
+        Ok(start + Duration::from_secs_f64(time_limit))
+    }
+
     /// The bench's own runtime, of `--threads` workers.
     fn runtime(&self) -> anyhow::Result<tokio::runtime::Runtime> {
         tokio::runtime::Builder::new_multi_thread()
@@ -410,6 +474,30 @@ mod tests {
         ];
         for args in refused {
             assert!(settings(args).is_err(), "{args:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn fixed_sequences_refuse_a_workloads_flags() {
+        let refused = [
+            &["-w", "smoketest", "-d", "5"][..],
+            &["-w", "smoketest", "--nodes", "0"],
+            &["-w", "smoketest", "--keep"],
+            &["-w", "watches", "-p", "5"],
+            &["-w", "watches", "--nodes", "0"],
+            &["-w", "watches", "-c", "10000", "--nodes", "100000"],
+            &["-w", "watches", "--warmup", "1"],
+            &["-w", "watches", "--parents", "3"],
+        ];
+        for args in refused {
+            let cli =
+                Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).unwrap();
+            // Refused before any connection is tried: no server listens here.
+            let error = run(cli.bench).expect_err(&format!("{args:?} was accepted"));
+            assert!(
+                !format!("{error:#}").contains("cannot open"),
+                "{args:?}: {error:#}"
+            );
         }
     }
 
