@@ -33,10 +33,18 @@ use crate::throttle::Occasionally;
 use crate::tls::{self, ClientRead, ClientStream, ClientWrite};
 use crate::writes::Target;
 
-/// Bytes asked of the socket per read.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes asked of the socket per read, at first and at most: a read that fills what it asked
+/// for doubles the next, for a client that pipelines; one that brings less than half halves
+/// it. Most clients send one small request at a time, and an idle connection holds its
+/// buffer: at 10,000 sessions, a fixed 64 KiB read buffer and 256 KiB write buffer (with the
+/// connection task's inline state, boxed below) came to 24 KB of resident memory a session,
+/// 10 KB without them (docs/benchmarks.md).
+const READ_CHUNK_BYTES_MIN: usize = 1024;
+const READ_CHUNK_BYTES_MAX: usize = 64 * 1024;
 /// Bytes gathered into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
+/// A write buffer that grew past this is freed once written, not kept for the next batch.
+const WRITE_BUFFER_KEPT_BYTES: usize = 16 * 1024;
 /// The longest a connection works through its client's requests before it lets the other
 /// tasks of its runtime thread run.
 const BUSY_PER_WAKE_MAX: std::time::Duration = std::time::Duration::from_millis(1);
@@ -101,6 +109,8 @@ struct FrameReader {
     socket: ClientRead,
     buf: Vec<u8>,
     start: usize,
+    /// Bytes the next read asks for, between the two `READ_CHUNK_BYTES_` bounds.
+    chunk: usize,
     frame_bytes_max: usize,
     /// Where the bytes of each frame read are counted.
     stats: Arc<ServerStats>,
@@ -110,17 +120,31 @@ impl FrameReader {
     /// Reads until at least `n` unconsumed bytes are buffered.
     async fn fill(&mut self, n: usize) -> Result<(), Closed> {
         while self.buf.len() - self.start < n {
-            if self.start > 0 && self.start == self.buf.len() {
-                self.buf.clear();
+            if self.start == self.buf.len() {
                 self.start = 0;
-            } else if self.start > READ_CHUNK_BYTES {
+                if self.buf.capacity() > 2 * self.chunk.max(n) {
+                    // Drained, and far larger than the client's pace needs: give it back.
+                    self.buf = Vec::new();
+                } else {
+                    self.buf.clear();
+                }
+            } else if self.start > READ_CHUNK_BYTES_MAX {
                 self.buf.drain(..self.start);
                 self.start = 0;
             }
-            self.buf.reserve(READ_CHUNK_BYTES);
-            if self.socket.read_buf(&mut self.buf).await? == 0 {
+            self.buf.reserve(self.chunk);
+            let room = self.buf.capacity() - self.buf.len();
+            let read = self.socket.read_buf(&mut self.buf).await?;
+            if read == 0 {
                 return Err(Closed::Eof);
             }
+            self.chunk = if read >= room {
+                (self.chunk * 2).min(READ_CHUNK_BYTES_MAX)
+            } else if read < room / 2 {
+                (self.chunk / 2).max(READ_CHUNK_BYTES_MIN)
+            } else {
+                self.chunk
+            };
         }
         Ok(())
     }
@@ -171,7 +195,7 @@ async fn write_loop(mut socket: ClientWrite, mut queue: OutboundQueue) {
 
 /// Sends the queue's frames, gathering small ones into larger writes, until it closes.
 async fn send_queued(socket: &mut ClientWrite, queue: &mut OutboundQueue) {
-    let mut buf = Vec::with_capacity(WRITE_BATCH_BYTES);
+    let mut buf = Vec::new();
     while let Some(first) = queue.recv().await {
         let mut item = Some(first);
         let mut close = false;
@@ -197,7 +221,11 @@ async fn send_queued(socket: &mut ClientWrite, queue: &mut OutboundQueue) {
                 return;
             }
             queue.sent(payload_bytes);
-            buf.clear();
+            if buf.capacity() > WRITE_BUFFER_KEPT_BYTES {
+                buf = Vec::new();
+            } else {
+                buf.clear();
+            }
         }
         if close {
             return;
@@ -243,6 +271,7 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
         socket: read,
         buf: Vec::new(),
         start: 0,
+        chunk: READ_CHUNK_BYTES_MIN,
         frame_bytes_max: ctx.config.limits.frame_bytes_max as usize,
         stats: ctx.stats.clone(),
     };
@@ -250,7 +279,9 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
     match reader.peek_prefix().await {
         Ok(prefix) => {
             if let Some(word) = frame::four_letter_word(&prefix) {
-                admin::answer(&ctx, word, reader.socket, write, peer).await;
+                // Boxed, as the handshake and each request: a connection's task holds its
+                // largest state for as long as it lives.
+                Box::pin(admin::answer(&ctx, word, reader.socket, write, peer)).await;
                 return;
             }
             if tls.is_none() && tls::looks_like_tls(&prefix) {
@@ -357,7 +388,9 @@ struct Session {
 
 impl Session {
     async fn run(&mut self, reader: &mut FrameReader, wakers: &Wakers) -> Result<(), Closed> {
-        self.handshake(reader).await?;
+        // Boxed: the state of a handshake and of a request, 2.5 KB each, are held only while
+        // they run, not in every idle connection's task (8.6 KB a connection when inline).
+        Box::pin(self.handshake(reader)).await?;
         let outstanding_max = self.ctx.config.limits.outstanding_requests_per_session_max as usize;
         let mut busy_since = Instant::now();
         loop {
@@ -373,7 +406,7 @@ impl Session {
                     continue;
                 }
             };
-            self.request(&payload, wakers).await?;
+            Box::pin(self.request(&payload, wakers)).await?;
             // Thousands of pipelined requests arrive in one socket read, and nothing above
             // waits while they are buffered: without a bound on the work per wake-up, one
             // client held a runtime thread for 1 to 4 s (1 MB reads, docs/benchmarks.md)
@@ -999,5 +1032,61 @@ impl Session {
             _ = wakers.progress.notified() => {}
             _ = wakers.handoff.notified() => self.hand_waiting().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    fn framed(payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[tokio::test]
+    async fn the_read_buffer_grows_for_a_pipelining_client_and_shrinks_when_it_slows() {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (read, _write) = tokio::io::split(server);
+        let (_, mut client) = tokio::io::split(client);
+        let mut reader = FrameReader {
+            socket: Box::new(read),
+            buf: Vec::new(),
+            start: 0,
+            chunk: READ_CHUNK_BYTES_MIN,
+            frame_bytes_max: 1 << 20,
+            stats: Arc::new(ServerStats::default()),
+        };
+        // A pipelining client: 512 KiB of frames buffered at once.
+        let frame = framed(&[7; 100]);
+        let burst: Vec<u8> = frame
+            .iter()
+            .copied()
+            .cycle()
+            .take(frame.len() * 5000)
+            .collect();
+        client.write_all(&burst).await.unwrap();
+        for _ in 0..5000 {
+            assert_eq!(reader.next().await.unwrap(), [7; 100]);
+        }
+        assert_eq!(reader.chunk, READ_CHUNK_BYTES_MAX);
+        assert!(reader.buf.capacity() >= READ_CHUNK_BYTES_MAX);
+        // Then one request at a time: the reads come back small, and the buffer goes.
+        for i in 0..10u8 {
+            client.write_all(&framed(&[i; 30])).await.unwrap();
+            assert_eq!(reader.next().await.unwrap(), [i; 30]);
+        }
+        assert_eq!(reader.chunk, READ_CHUNK_BYTES_MIN);
+        assert!(
+            reader.buf.capacity() <= 2 * READ_CHUNK_BYTES_MIN,
+            "{}",
+            reader.buf.capacity()
+        );
+        // A frame larger than any chunk is still read whole.
+        client.write_all(&framed(&[9; 200_000])).await.unwrap();
+        assert_eq!(reader.next().await.unwrap(), vec![9; 200_000]);
     }
 }
