@@ -669,14 +669,24 @@ impl Server {
 
     /// Stops as [`Server::shutdown`] does, then waits, at most `bound`, until the last of its
     /// tasks (aborted or told to stop, they end at their next turn) has let go of its state,
-    /// the log and its directory lock with it: an embedded server restarted at once on the
-    /// same directory could otherwise find it still locked.
+    /// and openraft's tasks of the log, whose directory lock goes with it: an embedded server
+    /// restarted at once on the same directory could otherwise find it still locked. Waiting
+    /// for the state alone was not enough: a replication task's handle on the log outlived it
+    /// (a three-member embedded cluster's restart failed so, about once in ten test runs).
     pub(crate) async fn shutdown_and_release(self, bound: Duration) {
         let ctx = Arc::downgrade(&self.ctx);
+        let log = self.ctx.consensus.log_released();
         self.shutdown().await;
         let deadline = Instant::now() + bound;
-        while ctx.strong_count() > 0 && Instant::now() < deadline {
+        while (ctx.strong_count() > 0 || !log.is_released()) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !log.is_released() {
+            tracing::warn!(
+                "the log is still open {} s after the stop: a restart on this directory will \
+                 find it locked",
+                bound.as_secs()
+            );
         }
     }
 }

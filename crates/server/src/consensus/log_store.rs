@@ -7,7 +7,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use openraft::alias::{EntryOf, LogIdOf, PayloadOf, VoteOf};
@@ -237,6 +237,15 @@ pub struct LogStore {
     durability: Durability,
 }
 
+/// See [`LogStore::released`].
+pub struct Released(Weak<Mutex<raft_log::RaftLog<LogTypes>>>);
+
+impl Released {
+    pub fn is_released(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+}
+
 /// What the log's flush thread did since the log was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flushes {
@@ -337,6 +346,12 @@ impl LogStore {
             log: Arc::new(Mutex::new(log)),
             durability: Durability::new(slow),
         })
+    }
+
+    /// Tells when every handle on the log is gone, and its directory lock with it: openraft's
+    /// tasks hold handles of their own, let go as each ends, after the stop that ended them.
+    pub fn released(&self) -> Released {
+        Released(Arc::downgrade(&self.log))
     }
 
     fn log(&self) -> MutexGuard<'_, raft_log::RaftLog<LogTypes>> {

@@ -1050,6 +1050,11 @@ impl Consensus {
         }
     }
 
+    /// Tells when the log is closed and its directory unlocked ([`LogStore::released`]).
+    pub fn log_released(&self) -> log_store::Released {
+        self.log.released()
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "consensus did not stop cleanly");
