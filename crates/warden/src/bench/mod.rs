@@ -168,6 +168,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     })
 }
 
+/// The settings every fixed sequence (smoketest, watches) shares.
+pub struct Sequence {
+    pub servers: Vec<String>,
+    /// Everything the sequence makes lies under it.
+    pub root: String,
+    pub session_timeout: Duration,
+    /// The hard limit on the whole sequence.
+    pub deadline: Instant,
+    /// Servers whose CPU and memory are measured.
+    pub pids: Vec<u32>,
+}
+
 /// The name that runs zk-smoketest's sequence (bench/smoketest.rs) instead of a workload.
 const SMOKETEST: &str = "smoketest";
 /// zk-latencies.py's default `--znode_count`.
@@ -182,30 +194,19 @@ fn run_smoketest(args: &BenchArgs) -> anyhow::Result<()> {
         "--nodes must be within 1..={}",
         workload::LOAD_NODES_MAX
     );
-    let deadline =
-        args.sequence_deadline("one session per server, sized with --nodes and --pipeline")?;
+    let run = args.sequence("one session per server, sized with --nodes and --pipeline")?;
     let window = args.pipeline.unwrap_or(SMOKETEST_WINDOW_DEFAULT);
     workload::validate_pipeline(window)?;
     let settings = smoketest::Settings {
-        servers: args.servers.clone(),
+        run,
         znodes,
         window: u64::from(window),
-        root: args.root.clone(),
-        session_timeout: Duration::from_millis(args.session_timeout_ms),
-        deadline,
-        pids: args.pids.clone(),
     };
-    let runtime = args.runtime()?;
-    runtime.block_on(async {
-        let admin = runner::connect(&settings.servers[0], settings.session_timeout).await?;
-        let phases = smoketest::run(&settings, &admin).await?;
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&phases)?);
-        } else {
-            print!("{}", smoketest::table(&phases));
-        }
-        anyhow::Ok(())
-    })
+    args.run_sequence(
+        &settings.run,
+        async |admin| smoketest::run(&settings, admin).await,
+        |phases| smoketest::table(phases),
+    )
 }
 
 /// The name that runs watches at scale (bench/watches.rs) instead of a workload.
@@ -234,27 +235,16 @@ fn run_watches(args: &BenchArgs) -> anyhow::Result<()> {
         args.pipeline.is_none(),
         "the watches run asks for each session's watches at once: it takes no --pipeline"
     );
-    let deadline = args.sequence_deadline("sized with --sessions and --nodes")?;
     let settings = watches::Settings {
-        servers: args.servers.clone(),
+        run: args.sequence("sized with --sessions and --nodes")?,
         sessions: args.sessions,
         znodes,
-        root: args.root.clone(),
-        session_timeout: Duration::from_millis(args.session_timeout_ms),
-        deadline,
-        pids: args.pids.clone(),
     };
-    let runtime = args.runtime()?;
-    runtime.block_on(async {
-        let admin = runner::connect(&settings.servers[0], settings.session_timeout).await?;
-        let report = watches::run(&settings, &admin).await?;
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print!("{}", report.table());
-        }
-        anyhow::Ok(())
-    })
+    args.run_sequence(
+        &settings.run,
+        async |admin| watches::run(&settings, admin).await,
+        watches::Report::table,
+    )
 }
 
 fn workload_text(name_or_path: &str) -> anyhow::Result<String> {
@@ -269,9 +259,9 @@ fn workload_text(name_or_path: &str) -> anyhow::Result<String> {
 }
 
 impl BenchArgs {
-    /// The hard deadline of a fixed sequence (smoketest, watches), which takes none of a
+    /// What every fixed sequence (smoketest, watches) runs with. It takes none of a
     /// workload's timing flags; `sizing` says what it takes instead.
-    fn sequence_deadline(&self, sizing: &str) -> anyhow::Result<Instant> {
+    fn sequence(&self, sizing: &str) -> anyhow::Result<Sequence> {
         let start = Instant::now();
         ensure!(
             self.duration.is_none()
@@ -287,7 +277,33 @@ impl BenchArgs {
             self.time_limit.unwrap_or(TIME_LIMIT_UNTIMED_SECONDS),
             false,
         )?;
-        Ok(start + Duration::from_secs_f64(time_limit))
+        Ok(Sequence {
+            servers: self.servers.clone(),
+            root: self.root.clone(),
+            session_timeout: Duration::from_millis(self.session_timeout_ms),
+            deadline: start + Duration::from_secs_f64(time_limit),
+            pids: self.pids.clone(),
+        })
+    }
+
+    /// Runs a fixed sequence on the bench's runtime, given a session of the independent
+    /// client on the first server, and prints what it reports: as JSON, or as `table` says.
+    fn run_sequence<R: serde::Serialize>(
+        &self,
+        run: &Sequence,
+        sequence: impl AsyncFnOnce(&zookeeper_client::Client) -> anyhow::Result<R>,
+        table: impl FnOnce(&R) -> String,
+    ) -> anyhow::Result<()> {
+        self.runtime()?.block_on(async {
+            let admin = runner::connect(&run.servers[0], run.session_timeout).await?;
+            let report = sequence(&admin).await?;
+            if self.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", table(&report));
+            }
+            anyhow::Ok(())
+        })
     }
 
     /// The bench's own runtime, of `--threads` workers.

@@ -9,13 +9,14 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use serde::Serialize;
 use warden_proto::Request;
 use warden_proto::request::{CreateRequest, DeleteRequest, PathWatchRequest, SetDataRequest};
 use warden_proto::types::{Acl, CreateMode};
 use zookeeper_client as zk;
 
+use super::Sequence;
 use super::lean::LeanLink;
 use super::process::Meters;
 use super::session::error_code;
@@ -50,19 +51,14 @@ impl Phase {
 }
 
 pub struct Settings {
-    pub servers: Vec<String>,
+    pub run: Sequence,
     pub znodes: u64,
     pub window: u64,
-    pub root: String,
-    pub session_timeout: Duration,
-    pub deadline: Instant,
-    /// Servers whose CPU each phase samples.
-    pub pids: Vec<u32>,
 }
 
 /// Runs the sequence on each server in turn; the phases in order.
 pub async fn run(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Vec<Phase>> {
-    let root = settings.root.as_str();
+    let root = settings.run.root.as_str();
     let left = tree::remove(admin, root).await?;
     if left > 0 {
         eprintln!("warden bench: removed {left} znodes an earlier run left under {root}");
@@ -72,8 +68,9 @@ pub async fn run(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Vec<
         .await
         .map_err(|e| anyhow::anyhow!("creating {root}: {}", error_code(&e)))?;
     let mut phases = Vec::new();
-    for server in &settings.servers {
-        let timed = tokio::time::timeout_at(settings.deadline.into(), on(settings, server, admin));
+    for server in &settings.run.servers {
+        let timed =
+            tokio::time::timeout_at(settings.run.deadline.into(), on(settings, server, admin));
         match timed.await {
             Ok(done) => phases.extend(done?),
             Err(_) => bail!("the smoketest on {server} did not finish within the time limit"),
@@ -85,12 +82,12 @@ pub async fn run(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Vec<
 
 /// The sequence on one server.
 async fn on(settings: &Settings, server: &str, admin: &zk::Client) -> anyhow::Result<Vec<Phase>> {
-    let mut link = LeanLink::connect(server, settings.session_timeout)
+    let mut link = LeanLink::connect(server, settings.run.session_timeout)
         .await
         .with_context(|| format!("cannot open a session on {server}"))?;
     link.count_watches_only();
     let n = settings.znodes;
-    let child = |j: u64| format!("{}/session_{j}", settings.root);
+    let child = |j: u64| format!("{}/session_{j}", settings.run.root);
     let data = vec![b'x'; VALUE_BYTES];
     let create = |j, mode: CreateMode| {
         Request::Create(CreateRequest {
@@ -107,7 +104,7 @@ async fn on(settings: &Settings, server: &str, admin: &zk::Client) -> anyhow::Re
         })
     };
     let mut phases = Vec::new();
-    let pids = &settings.pids;
+    let pids = &settings.run.pids;
     let mut timed = |phase: &'static str, seconds: f64, meters: Meters| -> anyhow::Result<()> {
         let (usage, client_cpu_seconds) = meters.finish()?;
         phases.push(Phase {
@@ -128,7 +125,7 @@ async fn on(settings: &Settings, server: &str, admin: &zk::Client) -> anyhow::Re
         send_all(&mut link, n, w, |j| create(j, CreateMode::Persistent)).await?,
         meters,
     )?;
-    expect_children(admin, &settings.root, n).await?;
+    tree::expect_children(admin, &settings.run.root, n).await?;
     let meters = Meters::start(pids)?;
     timed(
         "set",
@@ -157,14 +154,14 @@ async fn on(settings: &Settings, server: &str, admin: &zk::Client) -> anyhow::Re
     let meters = Meters::start(pids)?;
     let seconds = send_all(&mut link, n, w, delete).await?;
     timed("delete permanent", seconds, meters)?;
-    expect_children(admin, &settings.root, 0).await?;
+    tree::expect_children(admin, &settings.run.root, 0).await?;
     let meters = Meters::start(pids)?;
     timed(
         "create ephemeral",
         send_all(&mut link, n, w, |j| create(j, CreateMode::Ephemeral)).await?,
         meters,
     )?;
-    expect_children(admin, &settings.root, n).await?;
+    tree::expect_children(admin, &settings.run.root, n).await?;
     let meters = Meters::start(pids)?;
     timed(
         "watch (exists)",
@@ -229,24 +226,6 @@ async fn send_all(
         answered += 1;
     }
     Ok(started.elapsed().as_secs_f64())
-}
-
-/// Checks, through the independent client, that `root` has `n` children.
-async fn expect_children(admin: &zk::Client, root: &str, n: u64) -> anyhow::Result<()> {
-    admin
-        .sync(root)
-        .await
-        .map_err(|e| anyhow::anyhow!("sync: {}", error_code(&e)))?;
-    let (_, stat) = admin
-        .get_data(root)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading {root}: {}", error_code(&e)))?;
-    ensure!(
-        stat.num_children as u64 == n,
-        "{root} has {} children through the independent client, {n} expected",
-        stat.num_children
-    );
-    Ok(())
 }
 
 /// The phases as zk-latencies.py prints them, one line each.

@@ -5,6 +5,7 @@ use anyhow::{Context, bail, ensure};
 use futures::{StreamExt, TryStreamExt, stream};
 use zookeeper_client as zk;
 
+use super::session::error_code;
 use super::workload::{Op, Plan, Span, Workload};
 
 /// Own znodes per folder. Keeps every folder's getChildren answer far below ZooKeeper's 1 MiB
@@ -244,6 +245,24 @@ pub async fn remove(client: &zk::Client, root: &str) -> anyhow::Result<u64> {
             .await?;
     }
     Ok(removed)
+}
+
+/// Checks, through the independent client, that `root` has `n` children.
+pub async fn expect_children(admin: &zk::Client, root: &str, n: u64) -> anyhow::Result<()> {
+    admin
+        .sync(root)
+        .await
+        .map_err(|e| anyhow::anyhow!("sync: {}", error_code(&e)))?;
+    let (_, stat) = admin
+        .get_data(root)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading {root}: {}", error_code(&e)))?;
+    ensure!(
+        stat.num_children as u64 == n,
+        "{root} has {} children through the independent client, {n} expected",
+        stat.num_children
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use warden_proto::request::{CreateRequest, PathWatchRequest};
 use warden_proto::types::{Acl, CreateMode};
 use zookeeper_client as zk;
 
+use super::Sequence;
 use super::lean::LeanLink;
 use super::process::{Meters, Process};
 use super::session::error_code;
@@ -32,15 +33,10 @@ const VALUE_BYTES: usize = 16;
 const QUIET_WAIT: Duration = Duration::from_millis(500);
 
 pub struct Settings {
-    pub servers: Vec<String>,
+    pub run: Sequence,
     pub sessions: u32,
     /// Znodes each session watches, each changed once.
     pub znodes: u64,
-    pub root: String,
-    pub session_timeout: Duration,
-    pub deadline: Instant,
-    /// Servers whose CPU and memory are measured.
-    pub pids: Vec<u32>,
 }
 
 /// What a run measured.
@@ -76,17 +72,17 @@ pub struct Fanout {
 }
 
 pub async fn run(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Report> {
-    let timed = tokio::time::timeout_at(settings.deadline.into(), measure(settings, admin));
+    let timed = tokio::time::timeout_at(settings.run.deadline.into(), measure(settings, admin));
     let report = match timed.await {
         Ok(report) => report?,
         Err(_) => bail!("the watches run did not finish within the time limit"),
     };
-    tree::remove(admin, &settings.root).await?;
+    tree::remove(admin, &settings.run.root).await?;
     Ok(report)
 }
 
 async fn measure(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Report> {
-    let root = settings.root.as_str();
+    let root = settings.run.root.as_str();
     let left = tree::remove(admin, root).await?;
     if left > 0 {
         eprintln!("warden bench: removed {left} znodes an earlier run left under {root}");
@@ -96,6 +92,7 @@ async fn measure(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Repo
         .collect();
     make_znodes(settings, admin, &paths).await?;
     let servers = settings
+        .run
         .pids
         .iter()
         .map(|&pid| Process::pid(pid).with_context(|| format!("--pid {pid}")))
@@ -116,9 +113,9 @@ async fn measure(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Repo
     let started = Instant::now();
     let links: Vec<LeanLink> = stream::iter(0..settings.sessions)
         .map(|i| {
-            let server = &settings.servers[i as usize % settings.servers.len()];
+            let server = &settings.run.servers[i as usize % settings.run.servers.len()];
             async move {
-                LeanLink::connect(server, settings.session_timeout)
+                LeanLink::connect(server, settings.run.session_timeout)
                     .await
                     .with_context(|| format!("cannot open session {i} on {server}"))
             }
@@ -131,7 +128,7 @@ async fn measure(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Repo
 
     let (ready_tx, mut ready) = mpsc::unbounded_channel();
     let (heard_tx, mut heard) = mpsc::unbounded_channel();
-    let meters = Meters::start(&settings.pids)?;
+    let meters = Meters::start(&settings.run.pids)?;
     let started = Instant::now();
     let watchers: Vec<_> = links
         .into_iter()
@@ -157,7 +154,7 @@ async fn measure(settings: &Settings, admin: &zk::Client) -> anyhow::Result<Repo
 
     let data = vec![b'c'; VALUE_BYTES];
     let mut fanouts = Vec::with_capacity(paths.len());
-    let meters = Meters::start(&settings.pids)?;
+    let meters = Meters::start(&settings.run.pids)?;
     for (j, path) in paths.iter().enumerate() {
         let sent = Instant::now();
         admin
@@ -214,12 +211,13 @@ async fn make_znodes(
     admin: &zk::Client,
     paths: &[String],
 ) -> anyhow::Result<()> {
-    let root = settings.root.as_str();
+    let root = settings.run.root.as_str();
     admin
         .create(root, b"watches root", &tree::persistent())
         .await
         .map_err(|e| anyhow::anyhow!("creating {root}: {}", error_code(&e)))?;
-    let mut link = LeanLink::connect(&settings.servers[0], settings.session_timeout).await?;
+    let mut link =
+        LeanLink::connect(&settings.run.servers[0], settings.run.session_timeout).await?;
     for path in paths {
         link.send(&Request::Create(CreateRequest {
             path: path.clone(),
@@ -235,21 +233,7 @@ async fn make_znodes(
         }
     }
     link.close().await;
-    admin
-        .sync(root)
-        .await
-        .map_err(|e| anyhow::anyhow!("sync: {}", error_code(&e)))?;
-    let (_, stat) = admin
-        .get_data(root)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading {root}: {}", error_code(&e)))?;
-    ensure!(
-        stat.num_children as usize == paths.len(),
-        "{root} has {} children through the independent client, {} expected",
-        stat.num_children,
-        paths.len()
-    );
-    Ok(())
+    tree::expect_children(admin, root, paths.len() as u64).await
 }
 
 /// One session: leaves a watch on every path, says so on `ready`, then reports on `heard`
