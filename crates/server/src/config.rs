@@ -81,6 +81,15 @@ pub struct Config {
     pub source_text: Option<String>,
 }
 
+/// Room a peer frame keeps beside the largest client request it carries as a log entry: the
+/// entry's own fields and the append's.
+pub const PEER_FRAME_HEADROOM_BYTES: u32 = 1 << 20;
+
+/// The smallest peer frame that carries a client frame of `frame_bytes_max` as a log entry.
+pub fn peer_frame_bytes_min(frame_bytes_max: u32) -> u32 {
+    frame_bytes_max.saturating_add(PEER_FRAME_HEADROOM_BYTES)
+}
+
 /// Bounds on connections, frames, queues and watches. A connection count of 0 means no limit,
 /// as in ZooKeeper; every other bound is a hard number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -834,6 +843,14 @@ impl Config {
             }
         }
         self.migration.validate(self.cluster.peer_frame_bytes_max)?;
+        if self.cluster.peer_frame_bytes_max < peer_frame_bytes_min(self.limits.frame_bytes_max) {
+            return Err(InvalidConfig(format!(
+                "cluster.peer_frame_bytes_max = {} is too small for limits.frame_bytes_max = {}: \
+                 a client's request is one log entry, which a peer frame must carry with \
+                 {PEER_FRAME_HEADROOM_BYTES} bytes to spare",
+                self.cluster.peer_frame_bytes_max, self.limits.frame_bytes_max
+            )));
+        }
         self.cluster.validate()
     }
 
@@ -1443,6 +1460,10 @@ mod tests {
             ("super_digest = \"nocolon\"", "super_digest"),
             ("[limits]\nframe_bytes_max = 0", "frame_bytes_max"),
             ("[limits]\nframe_bytes_max = 3000000000", "frame_bytes_max"),
+            (
+                "[limits]\nframe_bytes_max = 67108864",
+                "cluster.peer_frame_bytes_max = 67108864 is too small",
+            ),
             (
                 "[limits]\noutbound_queue_bytes_per_session_max = 1024",
                 "the largest response would never fit",

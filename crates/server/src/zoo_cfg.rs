@@ -513,6 +513,12 @@ impl<'a> Reader<'a> {
             }
             "jute.maxbuffer" => {
                 let bytes = self.decoded_int(p, 1, i32::MAX.into())? as u32;
+                // ZooKeeper's quorum packets obey jute.maxbuffer too: a peer frame carries
+                // any request a client may send.
+                let cluster = &mut self.config.cluster;
+                cluster.peer_frame_bytes_max = cluster
+                    .peer_frame_bytes_max
+                    .max(crate::config::peer_frame_bytes_min(bytes));
                 let limits = &mut self.config.limits;
                 limits.frame_bytes_max = bytes;
                 let room = 4 * u64::from(bytes);

@@ -326,6 +326,60 @@ fn follower_catches_up_by_snapshot() {
     });
 }
 
+/// A follower that was down while large values were written catches up from the leader's log:
+/// 100 values of 1,000,000 bytes (close to jute.maxbuffer's default), 100 MB of entries, more
+/// than one peer message may carry (cluster.peer_frame_bytes_max, 64 MiB), so the leader must
+/// send them in several appends. (It once sent them in one, which the follower refused, over
+/// and over: the follower never caught up.)
+#[test]
+fn follower_catches_up_on_large_values() {
+    run("follower_catches_up_on_large_values", |system| async move {
+        const VALUES: usize = 100;
+        const VALUE_BYTES: usize = 1_000_000;
+        const BATCH: usize = 5;
+        let value = |i: usize| vec![(i % 251) as u8; VALUE_BYTES];
+        let mut cluster = blocking(|| Cluster::start(system, 3, 0, ""));
+        let leader = blocking(|| cluster.wait_for_leader(Duration::from_secs(5)));
+        let follower = cluster.followers_of(leader)[0];
+        let client = connect(&cluster.member_connect_string(leader)).await;
+        client.create("/large", b"", &persistent()).await.unwrap();
+        cluster.kill9(follower);
+
+        let indexes: Vec<usize> = (0..VALUES).collect();
+        for batch in indexes.chunks(BATCH) {
+            let values: Vec<_> = batch.iter().map(|&i| (i, value(i))).collect();
+            let client = &client;
+            let creates = values.iter().map(|(i, data)| async move {
+                let path = format!("/large/v{i}");
+                (client.create(&path, data, &persistent()).await, path)
+            });
+            let created = tokio::time::timeout(RECOVERY_MAX, futures::future::join_all(creates))
+                .await
+                .expect("a batch of large creates answered");
+            for (result, path) in created {
+                result.unwrap_or_else(|error| panic!("create {path}: {error}"));
+            }
+        }
+        let restarted_at = Instant::now();
+        blocking(|| cluster.restart(follower));
+        let zxid = blocking(|| cluster.wait_until_converged(CATCH_UP_MAX));
+        eprintln!(
+            "{system:?}: the follower reached the leader's zxid {zxid:#x} {:?} after its restart",
+            restarted_at.elapsed()
+        );
+
+        let reader = connect(&cluster.member_connect_string(follower)).await;
+        for i in 0..VALUES {
+            let (data, stat) = reader.get_data(&format!("/large/v{i}")).await.unwrap();
+            assert_eq!(
+                stat.data_length as usize, VALUE_BYTES,
+                "/large/v{i}'s length"
+            );
+            assert!(data == value(i), "/large/v{i} differs on the follower");
+        }
+    });
+}
+
 #[test]
 fn sigstopped_leader_is_replaced() {
     run("sigstopped_leader_is_replaced", |system| async move {

@@ -25,6 +25,8 @@ use super::types::WardenRaft;
 const LOG_CACHE_ENTRIES_MAX: usize = 8192;
 /// Bytes of entries kept in memory (as raft-log estimates them).
 const LOG_CACHE_BYTES_MAX: usize = 32 << 20;
+/// Bytes of entries in one append to a follower, unless a single entry is larger.
+const APPEND_BYTES_MAX: usize = 8 << 20;
 /// Size at which the log moves on to a new file; purging deletes whole files, and a
 /// restart reads back every file that is left: 16 MiB (about 55,000 creates of 100 bytes)
 /// keeps what is read beyond the entries a purge keeps small.
@@ -235,6 +237,11 @@ pub struct LogStore {
     /// From appending entries to their being durable: the group-commit wait, the write and
     /// the fsync.
     durability: Durability,
+    /// Bytes of entries one append to a follower carries, unless its first entry alone is
+    /// larger: APPEND_BYTES_MAX, or half a peer frame if that is less, so that a follower
+    /// catching up on large values gets them in appends it accepts, each in about a second
+    /// at worst (openraft's own bound, 300 entries, would be 300 MB of 1 MB values).
+    append_bytes_max: usize,
 }
 
 /// See [`LogStore::released`].
@@ -286,12 +293,13 @@ pub enum OpenError {
 impl LogStore {
     /// Opens (or creates) the log in `dir` for node `node_id`. `flush_wait` is how long the
     /// flush thread gathers writes into one fsync; an append slower than `slow` to become
-    /// durable is counted and logged.
+    /// durable is counted and logged. Appends to followers fit in `peer_frame_bytes_max`.
     pub async fn open(
         dir: &Path,
         node_id: u64,
         flush_wait: Duration,
         slow: Duration,
+        peer_frame_bytes_max: usize,
     ) -> Result<LogStore, OpenError> {
         let shown = dir.display().to_string();
         let io_err = |source| OpenError::Io {
@@ -345,6 +353,7 @@ impl LogStore {
         Ok(LogStore {
             log: Arc::new(Mutex::new(log)),
             durability: Durability::new(slow),
+            append_bytes_max: (peer_frame_bytes_max / 2).min(APPEND_BYTES_MAX),
         })
     }
 
@@ -433,20 +442,41 @@ impl RaftLogReader<WardenRaft> for LogStore {
             .collect()
     }
 
-    /// The entries a replication stream sends: all of `[start, end)`, or none when `start`
-    /// has been purged. raft-log answers a range whose beginning was purged with the entries
-    /// that remain, which would not follow the request's previous entry; openraft sends an
-    /// empty answer as a heartbeat, which `network::Peer::stream_append` recognises.
+    /// The entries a replication stream sends next: from `start`, before `end`, and no more
+    /// bytes than `append_bytes_max` unless the first entry alone is larger; none when
+    /// `start` has been purged. raft-log answers a range whose beginning was purged with the
+    /// entries that remain, which would not follow the request's previous entry; openraft
+    /// sends an empty answer as a heartbeat, which `network::Peer::stream_append` recognises.
     async fn limited_get_log_entries(
         &mut self,
         start: u64,
         end: u64,
     ) -> Result<Vec<EntryOf<WardenRaft>>, io::Error> {
-        let entries = self.try_get_log_entries(start..end).await?;
-        if entries.first().is_some_and(|e| e.log_id.index != start) {
-            return Ok(Vec::new());
-        }
-        Ok(entries)
+        let read = {
+            let log = self.log();
+            let mut read = Vec::new();
+            let mut bytes = 0;
+            for entry in log.read(start, end) {
+                let (id, payload) = entry?;
+                if read.is_empty() && id.0.index != start {
+                    return Ok(Vec::new());
+                }
+                bytes += payload.bytes()?.len();
+                if !read.is_empty() && bytes > self.append_bytes_max {
+                    break;
+                }
+                read.push((id, payload));
+            }
+            read
+        };
+        read.into_iter()
+            .map(|(id, payload)| {
+                Ok(Entry {
+                    log_id: id.0,
+                    payload: payload.value()?,
+                })
+            })
+            .collect()
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<WardenRaft>>, io::Error> {

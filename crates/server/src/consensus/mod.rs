@@ -135,6 +135,7 @@ async fn open_stores(options: &Options) -> Result<(LogStore, SnapshotStore), Sta
         options.identity.me,
         options.flush_wait,
         options.fsync_warning,
+        options.identity.frame_bytes_max,
     )
     .await?;
     checked

@@ -36,6 +36,11 @@ use crate::cluster::wire::{
 
 /// Bytes of snapshot per chunk.
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+/// The slowest pace at which a member is expected to take in, write and fsync what it is sent.
+/// A call carrying large values is given that much time beyond openraft's time-to-live, which
+/// is a fraction of an election timeout: an append of several megabytes would otherwise time
+/// out on every attempt, and the member it is for would never catch up.
+const PEER_BYTES_PER_SECOND_MIN: f64 = (8 << 20) as f64;
 
 /// Who this server is on the peer network.
 #[derive(Debug, Clone)]
@@ -286,8 +291,11 @@ impl Peer {
         request: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<WardenRaft>> {
+        let payload = encode(request);
+        let limit = option.soft_ttl()
+            + Duration::from_secs_f64(payload.len() as f64 / PEER_BYTES_PER_SECOND_MIN);
         let answer = self
-            .call(kind, &encode(request), option.soft_ttl())
+            .call(kind, &payload, limit)
             .await
             .map_err(|e| e.into_rpc(self.target))?;
         decode(&answer, "answer").map_err(|e| CallError::Failed(e).into_rpc(self.target))

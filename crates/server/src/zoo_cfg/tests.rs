@@ -290,6 +290,18 @@ fn zookeeper_defaults_where_the_file_is_silent() {
 }
 
 #[test]
+fn a_large_jute_maxbuffer_raises_the_peer_frame_with_it() {
+    // ZooKeeper's quorum packets obey jute.maxbuffer as well: a create of that size must
+    // reach the followers in one peer frame.
+    let c = config("jute.maxbuffer=100000000\n");
+    assert_eq!(c.limits.frame_bytes_max, 100_000_000);
+    assert_eq!(
+        c.cluster.peer_frame_bytes_max,
+        100_000_000 + crate::config::PEER_FRAME_HEADROOM_BYTES
+    );
+}
+
+#[test]
 fn session_timeouts() {
     let c = config("tickTime=1000\nminSessionTimeout=1500\nmaxSessionTimeout=-1\n");
     assert_eq!(
@@ -329,6 +341,7 @@ fn zookeeper_system_properties_with_or_without_their_prefix() {
         assert_eq!(c.containers.deletes_per_minute_max, 600);
         assert_eq!(c.limits.frame_bytes_max, 32 << 20);
         assert!(c.limits.outbound_queue_bytes_per_session_max >= 4 * (32 << 20));
+        assert_eq!(c.cluster.peer_frame_bytes_max, 64 << 20);
         assert_eq!(c.snapshots.interval_txns, 50_000);
         assert_eq!(c.limits.connections_max, 0);
         assert_eq!(c.limits.outstanding_requests_max, 1000);
