@@ -26,8 +26,8 @@ use zookeeper_client as zk;
 
 /// Bytes read from the socket at once.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
-/// The largest answer accepted: ZooKeeper's jute.maxbuffer plus room for a header.
-const FRAME_BYTES_MAX: usize = 1024 * 1024 + 1024;
+/// The largest answer accepted: the largest value a workload writes, with room for a header.
+const FRAME_BYTES_MAX: usize = super::workload::VALUE_BYTES_MAX as usize + 1024 * 1024;
 /// How long closing the session may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 

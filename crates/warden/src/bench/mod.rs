@@ -34,6 +34,9 @@ use self::workload::{Plan, Workload};
 pub const SESSIONS_MAX: u32 = 10_000;
 /// Outstanding requests over all sessions.
 pub const IN_FLIGHT_MAX: u64 = 1_000_000;
+/// Value bytes of the outstanding requests over all sessions, at the most: each is held in
+/// the bench's memory until answered.
+const IN_FLIGHT_BYTES_MAX: u64 = 4 << 30;
 const SERVERS_MAX: usize = 64;
 const THREADS_MAX: usize = 64;
 /// A week: longer runs are a mistake in the arguments.
@@ -93,6 +96,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub parents: Option<u32>,
 
+    /// Size in bytes of every value the workload writes, in place of the sizes it names (up
+    /// to 64 MiB; the servers must accept such packets: ZooKeeper's jute.maxbuffer, Warden's
+    /// limits.frame_bytes_max).
+    #[arg(long)]
+    pub value_bytes: Option<u32>,
+
     /// The znode everything of the run lies under: removed before the run, and after it
     /// unless --keep.
     #[arg(long, default_value = "/warden-bench")]
@@ -149,6 +158,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let mut workload = Workload::resolve(&args.workload)?;
     workload.resize_load(args.nodes, args.parents)?;
+    workload.resize_values(args.value_bytes)?;
     let settings = args.settings(&workload)?;
     let runtime = args.runtime()?;
     runtime.block_on(async {
@@ -268,6 +278,7 @@ impl BenchArgs {
                 && self.requests.is_none()
                 && self.warmup.is_none()
                 && self.parents.is_none()
+                && self.value_bytes.is_none()
                 && !self.keep,
             "{} runs a fixed sequence through the lean driver, {sizing}",
             self.workload
@@ -345,6 +356,13 @@ impl BenchArgs {
         ensure!(
             u64::from(self.sessions) * u64::from(pipeline) <= IN_FLIGHT_MAX,
             "--sessions x --pipeline is above {IN_FLIGHT_MAX} outstanding requests"
+        );
+        let in_flight_bytes =
+            u64::from(self.sessions) * u64::from(pipeline) * workload.request_bytes_max();
+        ensure!(
+            in_flight_bytes <= IN_FLIGHT_BYTES_MAX,
+            "--sessions x --pipeline x the workload's largest request is {in_flight_bytes} \
+             bytes in flight, above {IN_FLIGHT_BYTES_MAX}: fewer sessions or a shorter pipeline"
         );
         let is_load = matches!(workload.plan, Plan::Load(_));
         let (stop, warmup, default_limit) = if is_load {
@@ -440,6 +458,7 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))?;
         let mut workload = Workload::resolve(&cli.bench.workload)?;
         workload.resize_load(cli.bench.nodes, cli.bench.parents)?;
+        workload.resize_values(cli.bench.value_bytes)?;
         cli.bench.settings(&workload)
     }
 
@@ -471,6 +490,21 @@ mod tests {
     }
 
     #[test]
+    fn large_values_take_a_short_pipeline() {
+        let s = settings(&[
+            "-w",
+            "load",
+            "--value-bytes",
+            "10485760",
+            "-c",
+            "8",
+            "-p",
+            "1",
+        ]);
+        assert_eq!(s.unwrap().pipeline, 1);
+    }
+
+    #[test]
     fn contradictions_are_refused() {
         let refused = [
             &["-w", "load", "-d", "5"][..],
@@ -487,6 +521,7 @@ mod tests {
             &["--time-limit", "0"],
             &["--threads", "0"],
             &["-s", "host:1/chroot"],
+            &["-w", "load", "--value-bytes", "10485760", "-c", "8"],
         ];
         for args in refused {
             assert!(settings(args).is_err(), "{args:?} was accepted");
@@ -504,6 +539,7 @@ mod tests {
             &["-w", "watches", "-c", "10000", "--nodes", "100000"],
             &["-w", "watches", "--warmup", "1"],
             &["-w", "watches", "--parents", "3"],
+            &["-w", "smoketest", "--value-bytes", "1000"],
         ];
         for args in refused {
             let cli =

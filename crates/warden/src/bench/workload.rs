@@ -20,8 +20,10 @@ use serde::Deserialize;
 
 use super::stats::OpKind;
 
-/// ZooKeeper refuses packets above jute.maxbuffer (1 MiB - 1 by default); leave room for headers.
-pub const VALUE_BYTES_MAX: u32 = 1_000_000;
+/// The largest value a workload may write: 64 MiB. Servers refuse larger packets than they
+/// are set to take: ZooKeeper above jute.maxbuffer (1 MiB - 1 by default, raised with
+/// `-Djute.maxbuffer`), Warden above `limits.frame_bytes_max` (16 MiB by default).
+pub const VALUE_BYTES_MAX: u32 = 64 << 20;
 pub const MULTI_OPS_MAX: u32 = 1_000;
 pub const SHARED_NODES_MAX: u64 = 10_000_000;
 pub const LOAD_NODES_MAX: u64 = 100_000_000;
@@ -54,6 +56,27 @@ pub struct Workload {
     pub delete_stock: u32,
     pub shared: Option<SharedTree>,
     pub plan: Plan,
+}
+
+impl Workload {
+    /// The most value bytes one request of this workload carries, either way: what a create,
+    /// set or multi sends, or what a get of a shared child brings back.
+    pub fn request_bytes_max(&self) -> u64 {
+        let shared = self.shared.map_or(0, |s| u64::from(s.value.max));
+        match &self.plan {
+            Plan::Load(load) => u64::from(load.value.max),
+            Plan::Mix(ops) => ops
+                .iter()
+                .map(|op| match op {
+                    Op::Create { value } | Op::Set { value, .. } => u64::from(value.max),
+                    Op::Multi { size, value, .. } => u64::from(size.max) * u64::from(value.max),
+                    Op::Get { .. } => shared,
+                    Op::Delete | Op::Exists { .. } | Op::List { .. } => 0,
+                })
+                .max()
+                .unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -177,6 +200,10 @@ impl<T> Weighted<T> {
         &self.items[i]
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.items.iter_mut()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter()
     }
@@ -276,6 +303,36 @@ impl Workload {
         load.nodes = nodes.unwrap_or(load.nodes);
         load.parents = parents.unwrap_or(load.parents);
         validate_load(load)
+    }
+
+    /// Gives every value the workload writes the size `bytes` (`--value-bytes`): its load,
+    /// its shared tree, and each create, set and multi.
+    pub fn resize_values(&mut self, bytes: Option<u32>) -> anyhow::Result<()> {
+        let Some(bytes) = bytes else {
+            return Ok(());
+        };
+        ensure!(
+            bytes <= VALUE_BYTES_MAX,
+            "--value-bytes {bytes} is above {VALUE_BYTES_MAX}"
+        );
+        let size = Span::exactly(bytes);
+        if let Some(shared) = &mut self.shared {
+            shared.value = size;
+        }
+        match &mut self.plan {
+            Plan::Load(load) => load.value = size,
+            Plan::Mix(ops) => {
+                for op in ops.iter_mut() {
+                    match op {
+                        Op::Create { value } | Op::Set { value, .. } | Op::Multi { value, .. } => {
+                            *value = size
+                        }
+                        Op::Delete | Op::Get { .. } | Op::Exists { .. } | Op::List { .. } => {}
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -697,6 +754,22 @@ mod tests {
     }
 
     #[test]
+    fn value_bytes_resizes_every_value_written() {
+        let mut load = Workload::resolve("load").unwrap();
+        load.resize_values(Some(10 << 20)).unwrap();
+        assert_eq!(load.request_bytes_max(), 10 << 20);
+        let mut clickhouse = Workload::resolve("clickhouse").unwrap();
+        let before = clickhouse.request_bytes_max();
+        clickhouse.resize_values(None).unwrap();
+        assert_eq!(clickhouse.request_bytes_max(), before);
+        clickhouse.resize_values(Some(1000)).unwrap();
+        // A multi of up to 11 operations, each with a value of 1,000 bytes.
+        assert_eq!(clickhouse.request_bytes_max(), 11_000);
+        assert_eq!(clickhouse.shared.unwrap().value, Span::exactly(1000));
+        assert!(clickhouse.resize_values(Some(VALUE_BYTES_MAX + 1)).is_err());
+    }
+
+    #[test]
     fn a_workload_file_reads_weights_sizes_targets_and_multi() {
         let workload = parse(
             r#"
@@ -788,8 +861,8 @@ mod tests {
                 "every [[op]] has weight 0",
             ),
             (
-                "[[op]]\nkind = \"create\"\nweight = 1\nvalue_bytes = 2000000\n",
-                "value_bytes 2000000 is above",
+                "[[op]]\nkind = \"create\"\nweight = 1\nvalue_bytes = 100000000\n",
+                "value_bytes 100000000 is above",
             ),
             (
                 "[[op]]\nkind = \"create\"\nweight = 1\nvalue_bytes = { min = 5, max = 4 }\n",
