@@ -162,10 +162,29 @@ impl FrameReader {
         let len = frame::frame_len(&self.buf[self.start..], self.frame_bytes_max)
             .map_err(Closed::Frame)?
             .expect("prefix buffered");
-        self.fill(FRAME_PREFIX_BYTES + len).await?;
         let from = self.start + FRAME_PREFIX_BYTES;
-        let payload = self.buf[from..from + len].to_vec();
-        self.start = from + len;
+        let payload = if len > READ_CHUNK_BYTES_MAX && self.buf.len() - from < len {
+            // A large frame is read straight into a buffer of its own size: growing the read
+            // buffer to hold it and copying it out took two copies of a value of megabytes
+            // and the reallocations between (docs/benchmarks.md, "Large values").
+            let mut payload = Vec::with_capacity(len);
+            payload.extend_from_slice(&self.buf[from..]);
+            self.start = self.buf.len();
+            while payload.len() < len {
+                let rest = (len - payload.len()) as u64;
+                if (&mut self.socket).take(rest).read_buf(&mut payload).await? == 0 {
+                    return Err(Closed::Eof);
+                }
+            }
+            payload
+        } else {
+            // Filling may move the buffered bytes to the front.
+            self.fill(FRAME_PREFIX_BYTES + len).await?;
+            let from = self.start + FRAME_PREFIX_BYTES;
+            let payload = self.buf[from..from + len].to_vec();
+            self.start = from + len;
+            payload
+        };
         self.stats
             .bytes_received
             .fetch_add((FRAME_PREFIX_BYTES + len) as u64, Ordering::Relaxed);
@@ -1085,8 +1104,24 @@ mod tests {
             "{}",
             reader.buf.capacity()
         );
-        // A frame larger than any chunk is still read whole.
-        client.write_all(&framed(&[9; 200_000])).await.unwrap();
-        assert_eq!(reader.next().await.unwrap(), vec![9; 200_000]);
+        // Frames larger than any chunk are read whole, into buffers of their own, and never
+        // past their end: the frames after them arrive in the same writes.
+        let mixed = [
+            vec![1; 10],
+            vec![2; 300_000],
+            vec![3; 20],
+            vec![4; READ_CHUNK_BYTES_MAX + 1],
+            vec![5; 200_000],
+        ];
+        let burst: Vec<u8> = mixed.iter().flat_map(|f| framed(f)).collect();
+        client.write_all(&burst).await.unwrap();
+        for expected in &mixed {
+            assert_eq!(&reader.next().await.unwrap(), expected);
+        }
+        assert!(
+            reader.buf.capacity() <= 2 * READ_CHUNK_BYTES_MAX,
+            "{}",
+            reader.buf.capacity()
+        );
     }
 }

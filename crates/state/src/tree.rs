@@ -22,7 +22,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use thin_vec::ThinVec;
 use warden_proto::{Acl, Stat};
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+use xxhash_rust::xxh3::{Xxh3, xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
@@ -337,6 +337,9 @@ pub struct DataTree {
 
 /// Marks the end of the free list.
 const NO_FREE: NodeId = NodeId::MAX;
+/// Values up to this size are copied beside the other fields of a node's digest; larger ones
+/// are hashed where they lie.
+const DIGEST_COPIED_VALUE_BYTES_MAX: usize = 4096;
 
 /// One node's share of the tree's digest: a hash of its path (given in pieces that join to
 /// it), its data, its stat and its ACL. The digest is the wrapping sum over all nodes, so a
@@ -350,15 +353,28 @@ pub(crate) fn node_digest(
     thread_local! {
         static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    let value = data.unwrap_or_default();
     // The fields laid end to end and hashed at once: feeding xxh3's streaming state a dozen
-    // small pieces cost twice as much, for the same digest.
+    // small pieces cost twice as much, for the same digest. A large value is streamed between
+    // the fields before and after it instead (xxh3 hashes a stream as the bytes joined): a
+    // copy of it cost as much as the hash, and kept the buffer that large on every thread.
     INPUT.with_borrow_mut(|b| {
         b.clear();
         for piece in path {
             b.extend_from_slice(piece);
         }
         b.push(u8::from(data.is_some()));
-        b.extend_from_slice(data.unwrap_or_default());
+        let streamed = value.len() > DIGEST_COPIED_VALUE_BYTES_MAX;
+        let mut hasher = streamed.then(|| {
+            let mut hasher = Xxh3::new();
+            hasher.update(b);
+            hasher.update(value);
+            b.clear();
+            hasher
+        });
+        if !streamed {
+            b.extend_from_slice(value);
+        }
         for v in stat.longs() {
             b.extend_from_slice(&v.to_le_bytes());
         }
@@ -372,7 +388,13 @@ pub(crate) fn node_digest(
             b.extend_from_slice(a.id.id.as_bytes());
             b.push(0);
         }
-        xxh3_64(b)
+        match &mut hasher {
+            Some(hasher) => {
+                hasher.update(b);
+                hasher.digest()
+            }
+            None => xxh3_64(b),
+        }
     })
 }
 
@@ -979,6 +1001,41 @@ impl DataTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_value_is_hashed_where_it_lies_into_the_same_digest() {
+        let stat = NodeStat {
+            czxid: 7,
+            mzxid: 9,
+            version: 3,
+            ..NodeStat::default()
+        };
+        let acl = Acl::open();
+        let joined = |value: &[u8]| {
+            let mut b = b"/a/b".to_vec();
+            b.push(1);
+            b.extend_from_slice(value);
+            for v in stat.longs() {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in stat.ints() {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            for a in &acl {
+                b.extend_from_slice(&a.perms.to_le_bytes());
+                b.extend_from_slice(a.id.scheme.as_bytes());
+                b.push(0);
+                b.extend_from_slice(a.id.id.as_bytes());
+                b.push(0);
+            }
+            xxh3_64(&b)
+        };
+        for size in [0, 100, DIGEST_COPIED_VALUE_BYTES_MAX, DIGEST_COPIED_VALUE_BYTES_MAX + 1, 1 << 20] {
+            let value: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+            let digest = node_digest(&[b"/a", b"/b"], Some(&value), &stat, &acl);
+            assert_eq!(digest, joined(&value), "a value of {size} bytes");
+        }
+    }
 
     fn stat(zxid: i64) -> NodeStat {
         NodeStat {

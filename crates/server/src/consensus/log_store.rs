@@ -80,7 +80,13 @@ impl Payload {
             return Ok(bytes);
         }
         let value = self.0.value.get().expect("a payload has one form or both");
-        let bytes = rmp_serde::to_vec(value).map_err(io::Error::other)?;
+        // Sized for a proposal's encoding and MessagePack's few bytes around it: growing the
+        // buffer copied a large value once more.
+        let mut bytes = Vec::with_capacity(match value {
+            openraft::EntryPayload::Normal(proposal) => proposal.encoded().len() + 16,
+            _ => 0,
+        });
+        rmp_serde::encode::write(&mut bytes, value).map_err(io::Error::other)?;
         Ok(self.0.bytes.get_or_init(|| bytes))
     }
 
