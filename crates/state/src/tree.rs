@@ -1030,7 +1030,13 @@ mod tests {
             }
             xxh3_64(&b)
         };
-        for size in [0, 100, DIGEST_COPIED_VALUE_BYTES_MAX, DIGEST_COPIED_VALUE_BYTES_MAX + 1, 1 << 20] {
+        for size in [
+            0,
+            100,
+            DIGEST_COPIED_VALUE_BYTES_MAX,
+            DIGEST_COPIED_VALUE_BYTES_MAX + 1,
+            1 << 20,
+        ] {
             let value: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
             let digest = node_digest(&[b"/a", b"/b"], Some(&value), &stat, &acl);
             assert_eq!(digest, joined(&value), "a value of {size} bytes");
