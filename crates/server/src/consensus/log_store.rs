@@ -430,6 +430,21 @@ fn half_open<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
     (start, end)
 }
 
+/// The entries of payloads read from the log, each decoded if it never was (outside the
+/// log's lock).
+fn entries(
+    read: Vec<(Cw<LogIdOf<WardenRaft>>, Payload)>,
+) -> Result<Vec<EntryOf<WardenRaft>>, io::Error> {
+    read.into_iter()
+        .map(|(id, payload)| {
+            Ok(Entry {
+                log_id: id.0,
+                payload: payload.value()?,
+            })
+        })
+        .collect()
+}
+
 impl RaftLogReader<WardenRaft> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + fmt::Debug + Send>(
         &mut self,
@@ -438,14 +453,7 @@ impl RaftLogReader<WardenRaft> for LogStore {
         let (start, end) = half_open(&range);
         // Shared payloads under the lock; decoded, if they never were, after it.
         let read: Vec<_> = self.log().read(start, end).collect::<Result<_, _>>()?;
-        read.into_iter()
-            .map(|(id, payload)| {
-                Ok(Entry {
-                    log_id: id.0,
-                    payload: payload.value()?,
-                })
-            })
-            .collect()
+        entries(read)
     }
 
     /// The entries a replication stream sends next: from `start`, before `end`, and no more
@@ -475,14 +483,7 @@ impl RaftLogReader<WardenRaft> for LogStore {
             }
             read
         };
-        read.into_iter()
-            .map(|(id, payload)| {
-                Ok(Entry {
-                    log_id: id.0,
-                    payload: payload.value()?,
-                })
-            })
-            .collect()
+        entries(read)
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<WardenRaft>>, io::Error> {
