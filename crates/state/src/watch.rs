@@ -3,6 +3,7 @@
 //! yields, in apply order (ZooKeeper's `WatchManager`, one per data and child kind).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use warden_proto::types::{keeper_state, watcher_type};
 use warden_proto::{EventType, WatcherEvent};
@@ -55,9 +56,10 @@ fn event(event_type: EventType, path: &str) -> WatcherEvent {
 #[derive(Debug, Default, Clone)]
 pub struct WatchRegistry {
     /// For each kind, path -> sessions watching it.
-    by_path: [BTreeMap<String, BTreeSet<i64>>; 4],
-    /// Session -> its (kind, path) watches, to drop them all when it ends.
-    by_session: BTreeMap<i64, BTreeSet<(WatchKind, String)>>,
+    by_path: [BTreeMap<Arc<str>, BTreeSet<i64>>; 4],
+    /// Session -> its (kind, path) watches, to drop them all when it ends. The path is the
+    /// key's own in `by_path`, shared: a copy of it in each watch was most of a watch's bytes.
+    by_session: BTreeMap<i64, BTreeSet<(WatchKind, Arc<str>)>>,
     count: usize,
 }
 
@@ -72,32 +74,36 @@ impl WatchRegistry {
     }
 
     pub fn add(&mut self, session_id: i64, path: &str, kind: WatchKind) {
-        if self.by_path[kind_index(kind)]
-            .entry(path.to_owned())
-            .or_default()
-            .insert(session_id)
-        {
+        let map = &mut self.by_path[kind_index(kind)];
+        let key = match map.get_key_value(path) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(path),
+        };
+        if map.entry(key.clone()).or_default().insert(session_id) {
             self.by_session
                 .entry(session_id)
                 .or_default()
-                .insert((kind, path.to_owned()));
+                .insert((kind, key));
             self.count += 1;
         }
     }
 
     fn remove_one(&mut self, session_id: i64, path: &str, kind: WatchKind) -> bool {
         let map = &mut self.by_path[kind_index(kind)];
-        let Some(set) = map.get_mut(path) else {
+        let Some((key, set)) = map.get_key_value(path) else {
             return false;
         };
-        if !set.remove(&session_id) {
+        if !set.contains(&session_id) {
             return false;
         }
+        let key = key.clone();
+        let set = map.get_mut(path).expect("found above");
+        set.remove(&session_id);
         if set.is_empty() {
             map.remove(path);
         }
         if let Some(mine) = self.by_session.get_mut(&session_id) {
-            mine.remove(&(kind, path.to_owned()));
+            mine.remove(&(kind, key));
             if mine.is_empty() {
                 self.by_session.remove(&session_id);
             }
@@ -150,10 +156,10 @@ impl WatchRegistry {
     pub fn remove_session(&mut self, session_id: i64) {
         for (kind, path) in self.by_session.remove(&session_id).unwrap_or_default() {
             let map = &mut self.by_path[kind_index(kind)];
-            if let Some(set) = map.get_mut(&path) {
+            if let Some(set) = map.get_mut(&*path) {
                 set.remove(&session_id);
                 if set.is_empty() {
-                    map.remove(&path);
+                    map.remove(&*path);
                 }
             }
             self.count -= 1;
@@ -265,7 +271,7 @@ impl WatchRegistry {
         let mut out: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
         for map in &self.by_path {
             for (p, sessions) in map {
-                out.entry(p.as_str()).or_default().extend(sessions);
+                out.entry(&**p).or_default().extend(sessions);
             }
         }
         out
@@ -275,7 +281,7 @@ impl WatchRegistry {
     pub fn by_session(&self) -> BTreeMap<i64, BTreeSet<&str>> {
         self.by_session
             .iter()
-            .map(|(s, w)| (*s, w.iter().map(|(_, p)| p.as_str()).collect()))
+            .map(|(s, w)| (*s, w.iter().map(|(_, p)| &**p).collect()))
             .collect()
     }
 }
