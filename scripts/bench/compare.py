@@ -179,10 +179,12 @@ def newest_snapshot_bytes(paths):
 class Cluster:
     """One system's servers on loopback, each with its own zoo.cfg and data directory."""
 
-    def __init__(self, system, size, work, warden_bin, extra_lines=None):
-        """`extra_lines(i)`, if given, returns zoo.cfg lines of its own for node i."""
+    def __init__(self, system, size, work, warden_bin, extra_lines=None, zk_heap="2g", preexec=None):
+        """`extra_lines(i)`, if given, returns zoo.cfg lines of its own for node i; `preexec(i)`,
+        if given, runs in node i's process before it executes the server (to join a cgroup)."""
         self.system, self.size, self.warden_bin = system, size, warden_bin
         self.extra_lines = extra_lines or (lambda _i: [])
+        self.zk_heap, self.preexec = zk_heap, preexec
         self.dir = work / f"{system}-{size}"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.client_ports = [free_port() for _ in range(size)]
@@ -225,13 +227,15 @@ class Cluster:
             if self.system == "zookeeper":
                 # run.sh execs java: the pid is ZooKeeper's own.
                 command = [str(REPO / "scripts/zookeeper/run.sh"), str(config)]
-                env = dict(os.environ, ZK_HEAP="2g", ZK_LOG_LEVEL="warn")
+                env = dict(os.environ, ZK_HEAP=self.zk_heap, ZK_LOG_LEVEL="warn")
             else:
                 command = [str(self.warden_bin), "server", "--zoo-cfg", str(config)]
                 env = dict(os.environ)
             with open(self.dir / f"node{i + 1}" / "server.log", "ab") as log_file:
+                preexec = (lambda i=i: self.preexec(i)) if self.preexec else None
                 process = subprocess.Popen(
-                    command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+                    command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    preexec_fn=preexec,
                 )
             started.append(process)
             self.processes[i] = process
