@@ -34,14 +34,21 @@ class Limits:
     construction and removed by `remove`."""
 
     def __init__(self, name, cpus, memory_bytes):
-        self.v2 = "memory" in (CGROUP_ROOT / "cgroup.controllers").read_text().split() \
-            if (CGROUP_ROOT / "cgroup.controllers").exists() else False
+        controllers = CGROUP_ROOT / "cgroup.controllers"
+        self.v2 = controllers.exists() and "memory" in controllers.read_text().split()
         if self.v2:
             self.dirs = [CGROUP_ROOT / name]
         else:
             self.dirs = [CGROUP_ROOT / "cpu" / name, CGROUP_ROOT / "memory" / name]
-        for d in self.dirs:
-            d.mkdir()
+        try:
+            for d in self.dirs:
+                d.mkdir()
+            self.limit(cpus, memory_bytes)
+        except Exception:
+            self.remove()  # what was made of it so far
+            raise
+
+    def limit(self, cpus, memory_bytes):
         quota = int(CPU_PERIOD_US * cpus)
         if self.v2:
             self.write("cpu.max", f"{quota} {CPU_PERIOD_US}")
@@ -109,12 +116,14 @@ class Limits:
 
 
 def run_system(system, args, work, raw_dir):
-    limits = [Limits(f"warden-small-{os.getpid()}-{system}-{i + 1}", args.cpus, args.memory_mib << 20)
-              for i in range(3)]
+    limits = []
     cluster = compare.Cluster(system, 3, work, args.warden_bin, zk_heap=args.zk_heap,
                               preexec=lambda i: limits[i].join())
     result = {"system": system}
     try:
+        for i in range(3):
+            limits.append(Limits(f"warden-small-{os.getpid()}-{system}-{i + 1}", args.cpus,
+                                 args.memory_mib << 20))
         compare.log(f"starting {system} x3, each within {args.cpus:.2f} of a core and {args.memory_mib} MiB")
         result["start_seconds"] = cluster.start()
         bench_args = ["--workload", "clickhouse", "--sessions", "3", "--requests", str(args.requests),
