@@ -1,5 +1,5 @@
-//! CPU time and resident memory of processes (the servers under test, and the bench itself),
-//! read from Linux's /proc.
+//! CPU time and resident memory of the servers under test, read from Linux's /proc, and the
+//! bench's own CPU time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,7 @@ pub struct Sample {
     pub rss_bytes: u64,
 }
 
-/// `"self"` or a pid, as named under /proc.
+/// A process, by its pid under /proc.
 #[derive(Clone, Debug)]
 pub struct Process {
     name: String,
@@ -29,10 +29,6 @@ pub struct Process {
 impl Process {
     pub fn pid(pid: u32) -> anyhow::Result<Process> {
         Process::named(pid.to_string())
-    }
-
-    pub fn this() -> anyhow::Result<Process> {
-        Process::named("self".to_string())
     }
 
     fn named(name: String) -> anyhow::Result<Process> {
@@ -137,8 +133,14 @@ impl Meter {
 pub struct Meters {
     servers: Vec<Meter>,
     peak_followers: Vec<tokio::task::JoinHandle<()>>,
-    this: Process,
     client_cpu_start: Duration,
+}
+
+/// The bench's own CPU time, from the kernel's process clock: nanoseconds, where /proc counts
+/// clock ticks (10 ms), which a short run's client may not fill once.
+fn own_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 impl Meters {
@@ -148,13 +150,10 @@ impl Meters {
             .map(|pid| Meter::start(*pid))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let peak_followers = servers.iter().map(Meter::follow_peak).collect();
-        let this = Process::this()?;
-        let client_cpu_start = this.sample()?.cpu;
         Ok(Meters {
             servers,
             peak_followers,
-            this,
-            client_cpu_start,
+            client_cpu_start: own_cpu(),
         })
     }
 
@@ -168,11 +167,7 @@ impl Meters {
             .into_iter()
             .map(Meter::finish)
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let client_cpu = self
-            .this
-            .sample()?
-            .cpu
-            .saturating_sub(self.client_cpu_start);
+        let client_cpu = own_cpu().saturating_sub(self.client_cpu_start);
         Ok((usage, client_cpu.as_secs_f64()))
     }
 }
@@ -221,10 +216,21 @@ mod tests {
 
     #[test]
     fn this_process_can_be_sampled() {
-        let me = Process::this().unwrap();
+        let me = Process::pid(std::process::id()).unwrap();
         let sample = me.sample().unwrap();
         assert!(sample.rss_bytes > 0);
         assert!(!me.command().is_empty());
         assert!(Process::pid(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn the_benchs_own_cpu_is_counted_finer_than_a_clock_tick() {
+        let start = own_cpu();
+        let mut x = 0u64;
+        while own_cpu() - start < Duration::from_micros(200) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let spent = own_cpu() - start;
+        assert!(spent < Duration::from_millis(10), "{spent:?}");
     }
 }
