@@ -661,7 +661,7 @@ impl Server {
         // In a process that goes on (an embedded server), its clients must move to another
         // server rather than be served by one whose consensus has stopped.
         self.ctx.replica().close_all("this server is stopping");
-        self.ctx.forwarder.close();
+        self.ctx.forwarder.stop();
         self.ctx.consensus.snapshot_before_exit().await;
         self.ctx.consensus.shutdown().await;
         tracing::info!("stopped");

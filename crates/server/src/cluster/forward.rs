@@ -56,12 +56,24 @@ pub enum ForwardError {
     QueueFull,
     #[error("the leader {0} is not reachable")]
     NoLink(u64),
+    #[error("this server is stopping")]
+    Stopped,
 }
 
 /// The follower's side: the channel to the current leader, opened on first use.
 pub struct Forwarder {
-    link: Mutex<Option<Link>>,
+    link: Mutex<Slot>,
     queue_max: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    link: Option<Link>,
+    /// Set by [`Forwarder::stop`]: no link opens again. A link's task holds the server's
+    /// state, and the state holds the link's sender: one opened by a connection's last write
+    /// after the stop would keep both alive, log directory lock included, for as long as
+    /// the process runs.
+    stopped: bool,
 }
 
 struct Link {
@@ -73,7 +85,7 @@ struct Link {
 impl Forwarder {
     pub fn new(queue_max: usize) -> Forwarder {
         Forwarder {
-            link: Mutex::new(None),
+            link: Mutex::new(Slot::default()),
             queue_max: queue_max.max(1),
         }
     }
@@ -83,7 +95,11 @@ impl Forwarder {
         ctx: &Arc<Context>,
         leader: u64,
     ) -> Result<mpsc::Sender<Outgoing>, ForwardError> {
-        let mut link = self.link.lock().expect("forwarder lock poisoned");
+        let mut slot = self.link.lock().expect("forwarder lock poisoned");
+        if slot.stopped {
+            return Err(ForwardError::Stopped);
+        }
+        let link = &mut slot.link;
         if let Some(l) = link.as_ref()
             && l.leader == leader
             && !l.task.is_finished()
@@ -125,8 +141,8 @@ impl Forwarder {
 
     /// Whether a write for `leader` would find room in the queue now.
     pub fn has_room(&self, leader: u64) -> bool {
-        let link = self.link.lock().expect("forwarder lock poisoned");
-        match link.as_ref() {
+        let slot = self.link.lock().expect("forwarder lock poisoned");
+        match slot.link.as_ref() {
             Some(l) if l.leader == leader => l.tx.capacity() > 0,
             _ => true,
         }
@@ -182,7 +198,22 @@ impl Forwarder {
 
     /// Drops the channel (the leader changed, or this server leads now).
     pub fn close(&self) {
-        if let Some(old) = self.link.lock().expect("forwarder lock poisoned").take() {
+        if let Some(old) = self
+            .link
+            .lock()
+            .expect("forwarder lock poisoned")
+            .link
+            .take()
+        {
+            old.task.abort();
+        }
+    }
+
+    /// Drops the channel for good: the server stops.
+    pub fn stop(&self) {
+        let mut slot = self.link.lock().expect("forwarder lock poisoned");
+        slot.stopped = true;
+        if let Some(old) = slot.link.take() {
             old.task.abort();
         }
     }
