@@ -79,6 +79,14 @@ class Limits:
         for d in self.dirs:
             (d / "cgroup.procs").write_text(str(os.getpid()))
 
+    def memory_now(self):
+        """The cgroup's memory now (page cache included), or None without the file."""
+        path = self.file("memory.current" if self.v2 else "memory.usage_in_bytes")
+        try:
+            return int(path.read_text()) if path else None
+        except OSError:
+            return None
+
     def figures(self):
         def fields(name):
             path = self.file(name)
