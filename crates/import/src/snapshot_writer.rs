@@ -40,7 +40,8 @@ impl Written {
 /// Writes `state` in ZooKeeper's snapshot format.
 pub fn write(state: &State) -> Written {
     let tree = state.tree();
-    let mut w = Writer::with_capacity(tree.approximate_bytes() + tree.len() * 96 + 1024);
+    let mut w =
+        Writer::with_capacity(tree.approximate_data_size() as usize + tree.len() * 96 + 1024);
     w.write_i32(MAGIC);
     w.write_i32(VERSION);
     w.write_i64(DBID);

@@ -79,12 +79,14 @@ impl<T: Clone> Arena<T> {
         id
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 
-    /// Elements the chunks have room for, for memory accounting.
-    pub fn capacity(&self) -> usize {
+    /// Elements the chunks have room for.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
         self.chunks.iter().map(|c| c.capacity()).sum()
     }
 

@@ -77,15 +77,6 @@ impl ChildPlaces {
             children.shrink_to_fit();
         }
     }
-
-    /// Bytes the maps hold, for memory accounting (hashbrown: an entry and a control byte per
-    /// bucket).
-    pub(crate) fn approximate_bytes(&self) -> usize {
-        self.parents
-            .values()
-            .map(|p| p.capacity() * (std::mem::size_of::<(NodeId, u32)>() + 1))
-            .sum()
-    }
 }
 
 /// A place in a list: lists are shorter than the 2^32 nodes a tree can hold.

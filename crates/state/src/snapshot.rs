@@ -555,8 +555,8 @@ fn build_tree(
 ) -> Result<DataTree, SnapshotError> {
     let mut acls = Some(acls);
     let mut tree: Option<DataTree> = None;
-    // The nodes from the root to the last one built, by depth.
-    let mut line: Vec<NodeId> = Vec::new();
+    // The nodes from the root to the last one built, by depth, and their paths' lengths.
+    let mut line: Vec<(NodeId, usize)> = Vec::new();
     let mut built = 0u64;
     for batch in rx {
         let mut at = 0;
@@ -573,15 +573,16 @@ fn build_tree(
                     let acls = acls.take().expect("one root");
                     let restored = DataTree::restored(acls, data, acl, n.stat, count as usize);
                     tree = Some(restored);
-                    line.push(ROOT);
+                    line.push((ROOT, 0));
                 }
                 Some(t) => {
                     line.truncate(n.depth);
-                    let parent = *line.last().expect("the parser checked the parent");
+                    let (parent, parent_len) = *line.last().expect("the parser checked the parent");
+                    let path_len = parent_len + 1 + name.len();
                     let id = t
-                        .restore_child(parent, name, data, acl, n.stat, n.digest)
+                        .restore_child(parent, name, data, acl, n.stat, n.digest, path_len)
                         .ok_or_else(|| corrupt("node name"))?;
-                    line.push(id);
+                    line.push((id, path_len));
                 }
             }
             built += 1;

@@ -331,12 +331,18 @@ pub struct DataTree {
     ttls: Arc<BTreeSet<NodeId>>,
     digest: u64,
     live: usize,
+    /// ZooKeeper's `approximateDataSize`: each node's path length and data length, summed,
+    /// the root counted twice as ZooKeeper's nodes map holds it under "" and under "/".
+    data_size: u64,
     /// Paths with a quota: a function of the limits nodes, rebuilt when a tree is loaded.
     quotas: QuotaRoots,
 }
 
 /// Marks the end of the free list.
 const NO_FREE: NodeId = NodeId::MAX;
+/// ZooKeeper's second key of the root in its nodes map (its first is ""), counted by its
+/// `approximateDataSize`.
+const ROOT_ALIAS: &str = "/";
 /// Values up to this size are copied beside the other fields of a node's digest; larger ones
 /// are hashed where they lie.
 const DIGEST_COPIED_VALUE_BYTES_MAX: usize = 4096;
@@ -465,10 +471,6 @@ impl ChildIndex {
             .expect("indexed node")
             .remove();
     }
-
-    fn capacity(&self) -> usize {
-        self.shards.iter().map(|s| s.capacity()).sum()
-    }
 }
 
 impl Default for DataTree {
@@ -508,6 +510,7 @@ impl DataTree {
             ttls: Default::default(),
             digest: 0,
             live: 1,
+            data_size: ROOT_ALIAS.len() as u64 + 2 * data_len(data) as u64,
             quotas: QuotaRoots::default(),
         };
         tree.digest = tree.node_hash("/", ROOT);
@@ -660,6 +663,8 @@ impl DataTree {
         let id = self
             .attach(parent, name, data, acl, stat)
             .expect("create of an existing node");
+        let parent_len = if parent == ROOT { 0 } else { parent_path.len() };
+        self.data_size += (parent_len + 1 + name.len()) as u64 + data_len(data) as u64;
         self.digest = self
             .digest
             .wrapping_add(self.child_node_hash(parent_path, id));
@@ -749,8 +754,9 @@ impl DataTree {
     }
 
     /// Restores a node read from a snapshot under an already restored parent, stat as saved;
-    /// `digest` is its [`node_digest`], hashed by the loader. `None` if the parent already
-    /// has a child of that name.
+    /// `digest` is its [`node_digest`], hashed by the loader, and `path_len` its path's
+    /// length. `None` if the parent already has a child of that name.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn restore_child(
         &mut self,
         parent: NodeId,
@@ -759,10 +765,12 @@ impl DataTree {
         acl: AclId,
         stat: NodeStat,
         digest: u64,
+        path_len: usize,
     ) -> Option<NodeId> {
         let id = self.attach(parent, name, data, acl, stat)?;
         Arc::make_mut(&mut self.acls).add_ref(acl);
         self.digest = self.digest.wrapping_add(digest);
+        self.data_size += path_len as u64 + data_len(data) as u64;
         Some(id)
     }
 
@@ -798,6 +806,7 @@ impl DataTree {
             self.quotas.remove(root);
         }
         self.charge_quota(path, -1, -data_len(self.node(id).data()));
+        self.data_size -= path.len() as u64 + data_len(self.node(id).data()) as u64;
         self.digest = self.digest.wrapping_sub(self.node_hash(path, id));
         let parent = self.nodes.get(id).parent;
         self.modify(parent_path, parent, |t, p| {
@@ -838,6 +847,7 @@ impl DataTree {
     pub fn set_data(&mut self, path: &str, id: NodeId, data: Option<&[u8]>, zxid: i64, time: i64) {
         let grown = data_len(data) - data_len(self.node(id).data());
         self.charge_quota(path, 0, grown);
+        self.data_size_grows(id, grown);
         self.modify(path, id, |t, id| {
             let n = t.nodes.get_mut(id);
             let (bytes, name_len) = pack(n.name(), data);
@@ -886,6 +896,7 @@ impl DataTree {
 
     /// Replaces a node's data and nothing else: no version, zxid or time moves.
     fn replace_data(&mut self, path: &str, id: NodeId, data: &[u8]) {
+        self.data_size_grows(id, data_len(Some(data)) - data_len(self.node(id).data()));
         self.modify(path, id, |t, id| {
             let n = t.nodes.get_mut(id);
             let (bytes, name_len) = pack(n.name(), Some(data));
@@ -977,24 +988,15 @@ impl DataTree {
         figures
     }
 
-    /// Heap and arena bytes this tree holds, for memory accounting (an estimate of what the
-    /// allocator hands out, without its per-block overhead).
-    pub fn approximate_bytes(&self) -> usize {
-        let arena = self.nodes.capacity() * std::mem::size_of::<Node>();
-        let index = self.index.capacity() * (std::mem::size_of::<NodeId>() + 1);
-        let heap: usize = self
-            .nodes
-            .iter()
-            .map(|n| {
-                n.bytes.len()
-                    + if n.children.capacity() == 0 {
-                        0
-                    } else {
-                        16 + n.children.capacity() * 4
-                    }
-            })
-            .sum();
-        arena + index + heap + self.places.approximate_bytes()
+    /// ZooKeeper's `approximateDataSize` (mntr's `approximate_data_size`): the length of every
+    /// node's path and data, summed, the root twice.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    fn data_size_grows(&mut self, id: NodeId, grown: i64) {
+        let copies = if id == ROOT { 2 } else { 1 };
+        self.data_size = self.data_size.wrapping_add_signed(copies * grown);
     }
 }
 
@@ -1090,6 +1092,23 @@ mod tests {
         let mut t2 = t1.clone();
         t2.set_acl("/a", a, &Acl::read_only());
         assert_ne!(t1.digest(), t2.digest());
+    }
+
+    #[test]
+    fn data_size_counts_paths_and_data_as_zookeeper() {
+        let mut t = DataTree::new();
+        // The root's alias "/", as ZooKeeper's nodes map holds it.
+        assert_eq!(t.approximate_data_size(), 1);
+        let a = t.create("/", ROOT, "a", Some(b"x"), &Acl::open(), stat(1), 1);
+        assert_eq!(t.approximate_data_size(), 1 + 2 + 1);
+        let b = t.create("/a", a, "b", None, &Acl::open(), stat(2), 1);
+        assert_eq!(t.approximate_data_size(), 4 + 4);
+        t.set_data("/a", a, Some(b"xyz"), 3, 0);
+        assert_eq!(t.approximate_data_size(), 8 + 2);
+        t.delete("/a/b", b, 4);
+        assert_eq!(t.approximate_data_size(), 10 - 4);
+        t.put_system_data("/", b"ab");
+        assert_eq!(t.approximate_data_size(), 6 + 2 * 2);
     }
 
     #[test]

@@ -72,6 +72,10 @@ fn a_million_znodes_round_trip() {
     drop(written);
     assert_eq!(loaded.digest(), state.digest());
     assert_eq!(loaded.tree().len(), state.tree().len());
+    assert_eq!(
+        loaded.tree().approximate_data_size(),
+        state.tree().approximate_data_size()
+    );
     assert_eq!(loaded.last_zxid(), state.last_zxid());
     assert_eq!(loaded.sessions().count(), 1);
     let (session, _) = loaded.sessions().next().unwrap();

@@ -147,7 +147,7 @@ async fn commands_answer_with_zookeepers_json() {
     );
     let srvr = command(&warden, "srvr").body;
     assert!(srvr.contains("\"server_state\" : \"standalone\""), "{srvr}");
-    assert!(srvr.contains("\"node_count\" : 9,"), "{srvr}");
+    assert!(srvr.contains("\"node_count\" : 10,"), "{srvr}");
 
     let conf = command(&warden, "conf").body;
     assert!(
@@ -202,7 +202,7 @@ async fn commands_answer_with_zookeepers_json() {
         top_keys(&mntr)[..3],
         ["version", "server_state", "ephemerals_count"]
     );
-    assert!(mntr.contains("\"znode_count\" : 9,"), "{mntr}");
+    assert!(mntr.contains("\"znode_count\" : 10,"), "{mntr}");
 
     // The resets answer as ZooKeeper's, and reset.
     for name in ["connection_stat_reset", "stat_reset"] {

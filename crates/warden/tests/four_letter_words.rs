@@ -40,7 +40,7 @@ async fn every_word_answers_in_zookeepers_format() {
         "{srvr}"
     );
     assert!(srvr.contains("Mode: standalone\n"), "{srvr}");
-    assert!(srvr.contains("Node count: 9\n"), "{srvr}");
+    assert!(srvr.contains("Node count: 10\n"), "{srvr}");
 
     let stat = warden.four_letter("stat");
     assert!(stat.contains("\nClients:\n /127.0.0.1:"), "{stat}");
@@ -69,7 +69,7 @@ async fn every_word_answers_in_zookeepers_format() {
     for key in [
         "zk_version\t3.9.5-",
         "zk_server_state\tstandalone",
-        "zk_znode_count\t9",
+        "zk_znode_count\t10",
         "zk_ephemerals_count\t1",
         "zk_watch_count\t1",
     ] {

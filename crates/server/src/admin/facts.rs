@@ -71,7 +71,7 @@ pub fn summary(ctx: &Context) -> Summary {
         connections: r.clients().count(),
         outstanding: r.outstanding_total(),
         zxid: r.state().last_zxid(),
-        node_count: r.state().tree().len(),
+        node_count: node_count(r.state()),
         uptime_ms: ctx.started.elapsed().as_millis() as u64,
         auth_failed: r.stats.auth_failed.load(Ordering::Relaxed),
         fsync_threshold_exceeded: status.flushes.slow,
@@ -224,7 +224,7 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
         ("num_alive_connections", n(r.clients().count())),
         ("avg_latency", Float(avg)),
         ("outstanding_requests", n(r.outstanding_total())),
-        ("znode_count", n(state.tree().len())),
+        ("znode_count", n(node_count(state))),
         ("global_sessions", n(state.sessions().count())),
         (
             "packets_sent",
@@ -240,7 +240,10 @@ pub fn monitor(ctx: &Context) -> Vec<(&'static str, Metric)> {
             u(r.stats.auth_failed.load(Ordering::Relaxed)),
         ),
         ("min_latency", Int(min as i64)),
-        ("approximate_data_size", n(state.tree().approximate_bytes())),
+        (
+            "approximate_data_size",
+            u(state.tree().approximate_data_size()),
+        ),
         ("local_sessions", Int(0)),
         ("uptime", u(ctx.started.elapsed().as_millis() as u64)),
         ("max_latency", Int(max as i64)),
@@ -449,4 +452,11 @@ pub fn last_response_ms(s: &ClientStats) -> u64 {
     s.last_response.map_or(0, |t| {
         millis_since_epoch(std::time::SystemTime::now() - Instant::now().duration_since(t))
     })
+}
+
+/// ZooKeeper's node count (srvr's "Node count", mntr's `znode_count`): its nodes map holds the
+/// root under "" and under "/", so the count, like its approximateDataSize, takes the root
+/// twice.
+fn node_count(state: &warden_state::State) -> usize {
+    state.tree().len() + 1
 }
