@@ -598,6 +598,14 @@ def aims(runs, footprints):
     return lines + [""]
 
 
+def save_plot(plt, fig, path):
+    """Lays out, writes and closes a figure; its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot(out, sizes, runs_by_size):
     try:
         import matplotlib
@@ -624,11 +632,7 @@ def plot(out, sizes, runs_by_size):
         ax.set_ylabel("requests per second (median, min-max bars)")
         ax.set_title(f"Throughput, {size} server{'s' if size > 1 else ''}")
         ax.legend()
-        fig.tight_layout()
-        path = out / f"throughput-{size}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files.append(path)
+        files.append(save_plot(plt, fig, out / f"throughput-{size}.png"))
 
         fig, axes = plt.subplots(1, len(workloads), figsize=(3 * len(workloads), 3.6), sharey=True)
         axes = axes if len(workloads) > 1 else [axes]
@@ -644,11 +648,7 @@ def plot(out, sizes, runs_by_size):
         axes[0].set_ylabel("latency, ms (median of repeats)")
         axes[0].legend()
         fig.suptitle(f"Latency percentiles, {size} server{'s' if size > 1 else ''}")
-        fig.tight_layout()
-        path = out / f"latency-{size}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files.append(path)
+        files.append(save_plot(plt, fig, out / f"latency-{size}.png"))
     return files
 
 

@@ -123,39 +123,56 @@ class Limits:
                     time.sleep(0.1)  # its processes are still exiting
 
 
-def run_system(system, args, work, raw_dir):
+def run_limited(system, servers, cpus, memory_mib, zk_heap, bench_args, name, work, raw_dir, warden_bin,
+                on_serving=None):
+    """Starts `servers` fresh servers of `system`, each in its own cgroup of `cpus` cores and
+    `memory_mib`, runs `warden bench` on them, stops them and removes the cgroups. Returns the
+    run's figures; `on_serving(cluster, limits)`, if given, is called once they serve and
+    returns a watcher whose `stop()` (called before they stop) gives figures of its own."""
     limits = []
-    cluster = compare.Cluster(system, 3, work, args.warden_bin, zk_heap=args.zk_heap,
+    cluster = compare.Cluster(system, servers, work, warden_bin, zk_heap=zk_heap,
                               preexec=lambda i: limits[i].join())
-    result = {"system": system}
+    result = {}
+    watcher = None
     try:
-        for i in range(3):
-            limits.append(Limits(f"warden-small-{os.getpid()}-{system}-{i + 1}", args.cpus,
-                                 args.memory_mib << 20))
-        compare.log(f"starting {system} x3, each within {args.cpus:.2f} of a core and {args.memory_mib} MiB")
+        for i in range(servers):
+            limits.append(Limits(f"warden-limited-{os.getpid()}-{system}-{i + 1}", cpus, memory_mib << 20))
         result["start_seconds"] = cluster.start()
-        bench_args = ["--workload", "clickhouse", "--sessions", "3", "--requests", str(args.requests),
-                      "--warmup", "0", "--time-limit", str(args.time_limit)]
+        if on_serving:
+            watcher = on_serving(cluster, limits)
         try:
-            report = compare.bench(args.warden_bin, cluster, bench_args, raw_dir, f"small-{system}")
+            report = compare.bench(warden_bin, cluster, bench_args, raw_dir, name)
             result.update(
                 throughput=report["throughput"],
+                runtime_seconds=report["measured_seconds"],
                 ops_per_server_cpu_second=report["ops_per_server_cpu_second"],
                 latency_us=report["latency_us"],
                 errors=report["errors"],
                 errors_by_code=report["errors_by_code"],
                 rss_peak_bytes=[u["rss_bytes_peak"] for u in report["servers_usage"]],
+                bench_cpu_us_per_op=report["client_cpu_us_per_op"],
             )
         except RuntimeError as e:
-            compare.log(f"  {system}: {e}")
+            compare.log(f"  {name}: {e}")
             result["failed"] = str(e).splitlines()[0]
         result["running_at_end"] = [p.poll() is None for p in cluster.processes]
     finally:
+        if watcher is not None:
+            result.update(watcher.stop())
         cluster.stop()
         result["cgroups"] = [lim.figures() for lim in limits]
         for lim in limits:
             lim.remove()
     return result
+
+
+def run_system(system, args, work, raw_dir):
+    compare.log(f"starting {system} x3, each within {args.cpus:.2f} of a core and {args.memory_mib} MiB")
+    bench_args = ["--workload", "clickhouse", "--sessions", "3", "--requests", str(args.requests),
+                  "--warmup", "0", "--time-limit", str(args.time_limit)]
+    result = run_limited(system, 3, args.cpus, args.memory_mib, args.zk_heap, bench_args, f"small-{system}",
+                         work, raw_dir, args.warden_bin)
+    return dict(result, system=system)
 
 
 def mib(n):

@@ -103,52 +103,25 @@ class Sampler(threading.Thread):
     def stop(self):
         self.done.set()
         self.join()
+        return {"samples": self.count}
 
 
 def run_one(key, args, work, raw_dir, samples):
     """One configuration against one system, on fresh servers; the results line."""
     system, cores, memory_mib = key["system"], key["cores"], key["memory_mib"]
     zk_heap = f"{max(16, int(memory_mib * args.zk_heap_share))}m"
-    limits = []
-    cluster = compare.Cluster(system, args.cluster_size, work, args.warden_bin, zk_heap=zk_heap,
-                              preexec=lambda i: limits[i].join())
-    result = dict(key, zk_heap=zk_heap if system == "zookeeper" else None)
-    sampler = None
-    try:
-        for i in range(args.cluster_size):
-            limits.append(small.Limits(f"warden-suite-{os.getpid()}-{system}-{i + 1}", cores,
-                                       memory_mib << 20))
-        result["start_seconds"] = cluster.start()
+    bench_args = ["--workload", args.workload, "--sessions", str(key["clients"]),
+                  "--requests", str(key["requests"]), "--warmup", "0", "--time-limit", str(args.time_limit)]
+    name = f"{system}-{cores}c-{memory_mib}m-c{key['clients']}-n{key['requests']}-r{key['repeat']}"
+
+    def sample(cluster, limits):
         sampler = Sampler(key, cluster.pids(), limits, samples)
         sampler.start()
-        bench_args = ["--workload", args.workload, "--sessions", str(key["clients"]),
-                      "--requests", str(key["requests"]), "--warmup", "0",
-                      "--time-limit", str(args.time_limit)]
-        name = f"{system}-{cores}c-{memory_mib}m-c{key['clients']}-n{key['requests']}-r{key['repeat']}"
-        try:
-            report = compare.bench(args.warden_bin, cluster, bench_args, raw_dir, name)
-            result.update(
-                throughput=report["throughput"],
-                runtime_seconds=report["measured_seconds"],
-                ops_per_server_cpu_second=report["ops_per_server_cpu_second"],
-                latency_us=report["latency_us"],
-                errors=report["errors"],
-                errors_by_code=report["errors_by_code"],
-                rss_peak_bytes=[u["rss_bytes_peak"] for u in report["servers_usage"]],
-                bench_cpu_us_per_op=report["client_cpu_us_per_op"],
-            )
-        except RuntimeError as e:
-            result["failed"] = str(e).splitlines()[0]
-        result["running_at_end"] = [p.poll() is None for p in cluster.processes]
-    finally:
-        if sampler is not None:
-            sampler.stop()
-            result["samples"] = sampler.count
-        cluster.stop()
-        result["cgroups"] = [lim.figures() for lim in limits]
-        for lim in limits:
-            lim.remove()
-    return result
+        return sampler
+
+    result = small.run_limited(system, args.cluster_size, cores, memory_mib, zk_heap, bench_args, name, work,
+                               raw_dir, args.warden_bin, on_serving=sample)
+    return dict(key, zk_heap=zk_heap if system == "zookeeper" else None, **result)
 
 
 def summary(line):
@@ -269,11 +242,7 @@ def plot(out, results, samples_path):
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel(f"requests per second ({requests:,} requests)")
     axes[0][0].legend()
-    fig.tight_layout()
-    path = out / "throughput-by-clients.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    files.append(path)
+    files.append(compare.save_plot(plt, fig, out / "throughput-by-clients.png"))
 
     # Memory over time in the largest configuration's first repeat.
     cores, memory_mib = sizes[-1]
@@ -296,11 +265,7 @@ def plot(out, results, samples_path):
                      f"{requests:,} requests")
         ax.grid(True, alpha=0.3)
         ax.legend()
-        fig.tight_layout()
-        path = out / "memory-over-time.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files.append(path)
+        files.append(compare.save_plot(plt, fig, out / "memory-over-time.png"))
     return files
 
 
