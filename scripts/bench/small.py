@@ -154,7 +154,8 @@ def run_limited(system, servers, cpus, memory_mib, zk_heap, bench_args, name, wo
             )
         except RuntimeError as e:
             compare.log(f"  {name}: {e}")
-            result["failed"] = str(e).splitlines()[0]
+            # The bench's own error follows the line naming the run.
+            result["failed"] = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
         result["running_at_end"] = [p.poll() is None for p in cluster.processes]
     finally:
         if watcher is not None:
