@@ -595,6 +595,10 @@ impl RaftLogStorage<WardenRaft> for LogStore {
             // durable: without one here they stay until the next write, and when writes
             // stop after a snapshot a restart reads them all back.
             log.flush(true, None)?;
+            tracing::info!(
+                upto = upto.index,
+                "log purged: its files wholly at or below this index are removed"
+            );
         }
         Ok(())
     }

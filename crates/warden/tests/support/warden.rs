@@ -24,6 +24,8 @@ pub struct Warden {
     extra: String,
     /// SERVER_JVMFLAGS, as given to zkServer.sh (the JAAS file).
     jvm_flags: String,
+    /// WARDEN_LOG, or `None` for the server's default filter.
+    log_filter: Option<&'static str>,
 }
 
 impl Warden {
@@ -36,6 +38,15 @@ impl Warden {
     /// [`Warden::start`] with `SERVER_JVMFLAGS` set to `jvm_flags` (e.g.
     /// `-Djava.security.auth.login.config=FILE`).
     pub fn start_with_jvm_flags(extra: &str, jvm_flags: &str) -> Warden {
+        Warden::start_with(extra, jvm_flags, Some("info"))
+    }
+
+    /// [`Warden::start`] without `WARDEN_LOG`, so with the log filter an operator gets.
+    pub fn start_with_default_log(extra: &str) -> Warden {
+        Warden::start_with(extra, "", None)
+    }
+
+    fn start_with(extra: &str, jvm_flags: &str, log_filter: Option<&'static str>) -> Warden {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut warden = Warden {
             process: None,
@@ -44,6 +55,7 @@ impl Warden {
             admin_port: free_port(),
             extra: extra.to_owned(),
             jvm_flags: jvm_flags.to_owned(),
+            log_filter,
         };
         warden.write_config();
         warden.spawn();
@@ -89,7 +101,10 @@ impl Warden {
 
     fn spawn(&mut self) {
         let mut command = warden_command(&self.cfg_path());
-        command.env("WARDEN_LOG", "info");
+        match self.log_filter {
+            Some(filter) => command.env("WARDEN_LOG", filter),
+            None => command.env_remove("WARDEN_LOG"),
+        };
         command.env("SERVER_JVMFLAGS", &self.jvm_flags);
         self.process = Some(spawn_logged(command, &self.log_path()));
         self.wait_until_serving();
