@@ -265,6 +265,44 @@ impl BufferStats {
     }
 }
 
+/// How long one kind of work held the replica's state, during which applies and reads
+/// waited: each hold in a histogram, and the longest since the start.
+#[derive(Debug)]
+pub struct Holds {
+    seconds: prometheus_client::metrics::histogram::Histogram,
+    longest_ns: AtomicU64,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Holds {
+            // 1 µs doubling to about 1 s.
+            seconds: prometheus_client::metrics::histogram::Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(1e-6, 2.0, 21),
+            ),
+            longest_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Holds {
+    pub fn record(&self, held: Duration) {
+        self.seconds.observe(held.as_secs_f64());
+        self.longest_ns
+            .fetch_max(held.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram, to register with a metrics registry (a handle on the same counts).
+    pub fn seconds(&self) -> prometheus_client::metrics::histogram::Histogram {
+        self.seconds.clone()
+    }
+
+    /// The longest hold since the start, zero before the first.
+    pub fn longest(&self) -> Duration {
+        Duration::from_nanos(self.longest_ns.load(Ordering::Relaxed))
+    }
+}
+
 /// Server-wide counters.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -309,6 +347,12 @@ pub struct ServerStats {
     pub snapshot_ms: Summary,
     /// Bytes of the last snapshot written.
     pub snapshot_last_bytes: AtomicU64,
+    /// Each snapshot's copy of the state: the copy-on-write clone, taken between two applies
+    /// while applies and reads wait. What a snapshot stops the server for.
+    pub snapshot_copy: Holds,
+    /// Each log entry's apply under the replica's lock (the copy of a chunk a snapshot still
+    /// shares included).
+    pub apply: Holds,
     /// Milliseconds the start-up took to recover the state from snapshot and log
     /// (ZooKeeper's dbinittime): one observation per start.
     pub recovery_ms: Summary,

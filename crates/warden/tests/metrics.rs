@@ -470,6 +470,18 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     assert!(metrics.value("warden_log_flush_group_wait_seconds_total") >= 0.0);
     assert!(metrics.value("warden_snapshot_last_bytes") > 0.0);
     assert!(metrics.value("warden_znode_bytes_avg") > 0.0);
+    // Each snapshot's copy of the state, and each entry's apply, held applies and reads for
+    // a measured time; the longest is among them. (A snapshot being written has its copy.)
+    assert!(
+        metrics.value("warden_snapshot_copy_seconds_count")
+            >= metrics.value("warden_snapshots_written_total")
+    );
+    assert!(metrics.value("warden_apply_seconds_count") >= 33.0);
+    for held in ["warden_snapshot_copy", "warden_apply"] {
+        let longest = metrics.value(&format!("{held}_longest_seconds"));
+        assert!(longest > 0.0, "{held}");
+        assert!(longest <= metrics.value(&format!("{held}_seconds_sum")), "{held}");
+    }
 
     // A restart loads a snapshot: the one the stop took (snapshots.on_exit).
     let mut warden = warden;

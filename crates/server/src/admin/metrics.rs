@@ -363,6 +363,32 @@ fn warden(
         "Snapshots this server wrote since it started",
         snapshots,
     );
+    for (name, help, holds) in [
+        (
+            "warden_snapshot_copy",
+            "each snapshot's copy-on-write copy of the state held applies and reads (it is \
+             taken between two applies): what a snapshot stops the server for",
+            &stats.snapshot_copy,
+        ),
+        (
+            "warden_apply",
+            "each log entry's apply held the replica's lock, and so reads",
+            &stats.apply,
+        ),
+    ] {
+        registry.register(
+            format!("{name}_seconds"),
+            format!("Seconds {help}"),
+            holds.seconds(),
+        );
+        let longest = Gauge::<f64, AtomicU64>::default();
+        longest.set(holds.longest().as_secs_f64());
+        registry.register(
+            format!("{name}_longest_seconds"),
+            format!("The longest of {name}_seconds since the start"),
+            longest,
+        );
+    }
     let flushes = status.flushes;
     let seconds = |us: u64| {
         let c = Counter::<f64, AtomicU64>::default();

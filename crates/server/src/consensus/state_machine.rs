@@ -4,7 +4,7 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use openraft::EntryPayload;
@@ -43,6 +43,8 @@ impl StateMachine {
 /// Builds one snapshot from a copy of the state taken at a known log position.
 pub struct SnapshotBuilder {
     state: State,
+    /// How long taking `state` held applies and reads.
+    copy: Duration,
     meta: SnapshotMetaOf<WardenRaft>,
     store: SnapshotStore,
     stats: Arc<ServerStats>,
@@ -56,6 +58,7 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
         let meta = self.meta.clone();
         let store = self.store.clone();
         let stats = self.stats.clone();
+        let copy = self.copy;
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let snapshot = store.write(&meta, &state)?;
@@ -66,6 +69,7 @@ impl RaftSnapshotBuilder<WardenRaft> for SnapshotBuilder {
                 path = %store.path_of(&meta).display(),
                 bytes,
                 znodes = state.tree().len(),
+                copy_us = copy.as_micros() as u64,
                 ms,
                 "snapshot written"
             );
@@ -97,16 +101,19 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
             let log_id = entry.log_id();
             let zxid = {
                 let mut replica = self.replica.lock().expect("replica lock poisoned");
+                let now = Instant::now();
                 replica.entering_term(log_id.leader_id.term);
-                match &entry.payload {
-                    EntryPayload::Normal(proposal) => replica.apply(proposal, Instant::now()),
+                let zxid = match &entry.payload {
+                    EntryPayload::Normal(proposal) => replica.apply(proposal, now),
                     EntryPayload::Membership(m) => {
                         self.membership =
                             StoredMembershipOf::<WardenRaft>::new(Some(log_id), m.clone());
                         replica.state().last_zxid()
                     }
                     EntryPayload::Blank => replica.state().last_zxid(),
-                }
+                };
+                replica.stats.apply.record(now.elapsed());
+                zxid
             };
             self.applied = Some(log_id);
             if let Some(responder) = responder {
@@ -120,8 +127,13 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
         // The copy is taken here, on the apply path, so it matches `applied` exactly; the
         // encoding and the write happen in `build_snapshot` while applies go on.
         let replica = self.replica();
+        let copying = Instant::now();
+        let state = replica.state().clone();
+        let copy = copying.elapsed();
+        replica.stats.snapshot_copy.record(copy);
         SnapshotBuilder {
-            state: replica.state().clone(),
+            state,
+            copy,
             stats: replica.stats.clone(),
             meta: SnapshotMetaOf::<WardenRaft> {
                 last_log_id: self.applied,
