@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -41,7 +42,7 @@ LOAD_PARENTS = 1000
 BENCH_ROOT = "/warden-bench"
 # A Stat is 68 bytes on the wire: the "stats" part of the raw size of a znode.
 STAT_BYTES = 68
-START_TIMEOUT_S = 120
+START_TIMEOUT_S = 600  # ZooKeeper takes minutes to load 10,000,000 znodes
 STOP_TIMEOUT_S = 30
 BENCH_SLACK_S = 120
 SYSTEMS = ("zookeeper", "warden")
@@ -115,6 +116,29 @@ def read_frame(sock):
 
 def send_frame(sock, body):
     sock.sendall(struct.pack(">i", len(body)) + body)
+
+
+def four_letter(port, word):
+    """A four-letter word's whole answer from the server on `port`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def snapshot_times(cluster):
+    """(snapshots written, the longest in seconds) by the cluster's first server since it
+    started: Warden's from its log lines, ZooKeeper's from mntr's snapshottime summary (in ms;
+    ZooKeeper logs no duration)."""
+    if cluster.system == "zookeeper":
+        mntr = dict(line.split("\t", 1) for line in four_letter(cluster.client_ports[0], "mntr").splitlines()
+                    if "\t" in line)
+        return int(mntr.get("zk_cnt_snapshottime", 0)), int(mntr.get("zk_max_snapshottime", 0)) / 1000
+    log_text = (cluster.dir / "node1" / "server.log").read_text(errors="replace")
+    times = [int(m) for m in re.findall(r"snapshot written.* ms=(\d+)", log_text)]
+    return len(times), max(times, default=0) / 1000
 
 
 def session_ready(port, must_exist=None):
@@ -204,6 +228,8 @@ class Cluster:
             "clientPortAddress=127.0.0.1",
             "forceSync=yes",
             "admin.enableServer=false",
+            # mntr, for ZooKeeper's snapshot times.
+            "4lw.commands.whitelist=*",
             # ZooKeeper's default of 60 connections per address would refuse the benchmark's
             # 100 and 1,000 sessions, which all come from 127.0.0.1.
             "maxClientCnxns=0",
@@ -318,7 +344,7 @@ def throughput_phase(systems, cluster_size, sizes, work, raw_dir, warden_bin):
     try:
         for system in systems:
             log(f"starting {system} x{cluster_size}")
-            clusters[system] = Cluster(system, cluster_size, work, warden_bin)
+            clusters[system] = Cluster(system, cluster_size, work, warden_bin, zk_heap=sizes.zk_heap)
             clusters[system].start()
         for repeat in range(sizes.repeats):
             order = list(systems) if repeat % 2 == 0 else list(reversed(systems))
@@ -350,19 +376,23 @@ def raw_load_bytes(nodes, parents, value_bytes=100):
 def footprint_phase(system, sizes, work, raw_dir, warden_bin):
     n = sizes.footprint_nodes
     result = {"nodes": n}
-    cluster = Cluster(system, 1, work, warden_bin)
+    cluster = Cluster(system, 1, work, warden_bin, zk_heap=sizes.zk_heap)
     try:
         log(f"footprint of {system}: fresh server")
         cluster.start()
         pid = cluster.pids()[0]
         time.sleep(2)
         result["rss_idle"] = rss_bytes(pid)
+        snapshots_before, _ = snapshot_times(cluster)  # ZooKeeper's of its empty tree at start
         args = ["--workload", "load", "--nodes", str(n), "--parents", str(LOAD_PARENTS), "--keep",
                 "--sessions", str(sizes.sessions), "--time-limit", "3600"]
         load = bench(warden_bin, cluster, args, raw_dir, f"{system}-footprint-load")
         result["load_throughput"] = load["throughput"]
+        result["load_seconds"] = load["measured_seconds"]
         time.sleep(2)
         result["rss_after_load"] = rss_bytes(pid)
+        snapshots, result["snapshot_longest_seconds"] = snapshot_times(cluster)
+        result["snapshots_during_load"] = snapshots - snapshots_before
         cluster.stop()
         result["disk"] = sum(disk_bytes(d) for d in cluster.data_dirs())
         result["newest_snapshot"] = newest_snapshot_bytes(cluster.data_dirs())
@@ -482,7 +512,7 @@ def write_report(out, sizes, runs_by_size, footprints, warden_note, plots, loads
         f"Machine: {facts['cpu']}, {facts['cores']} cores, {facts['memory']}, Linux {facts['kernel']}; "
         f"{facts['java']}. Servers and `warden bench` share the machine, on loopback; "
         f"load average {loads[0]} before the run, {loads[1]} after.",
-        f"ZooKeeper: {ZK_VERSION} from Maven Central, forceSync=yes, maxClientCnxns=0, default settings otherwise, 2 GiB heap (G1).",
+        f"ZooKeeper: {ZK_VERSION} from Maven Central, forceSync=yes, maxClientCnxns=0, default settings otherwise, heap {sizes.zk_heap} (G1).",
         f"Warden: {warden_note}.",
         "",
         f"Each workload ran {sizes.repeats} times per system, alternating systems (order swapped every repeat), "
@@ -538,6 +568,9 @@ def write_report(out, sizes, runs_by_size, footprints, warden_note, plots, loads
             ("disk: snapshots + logs, all kept (default purge settings)", "disk", "bytes"),
             ("disk: newest snapshot", "newest_snapshot", "bytes"),
             ("load throughput on the fresh server, ops/s", "load_throughput", ""),
+            (f"load time, {n:,} creates", "load_seconds", "s"),
+            ("snapshots written during the load", "snapshots_during_load", ""),
+            ("longest of those snapshots", "snapshot_longest_seconds", "s"),
             (f"peak RSS, ClickHouse pattern (3 sessions, {sizes.clickhouse_requests:,} requests)",
              "clickhouse_rss_peak", "bytes"),
         ]
@@ -668,6 +701,8 @@ def parse_args():
                         help="comma-separated (default: all named workloads)")
     parser.add_argument("--cluster-sizes", default=os.environ.get("COMPARE_CLUSTER_SIZES", "1"),
                         help="servers per system, comma-separated, e.g. 1,3 (default 1)")
+    parser.add_argument("--zk-heap", default=os.environ.get("COMPARE_ZK_HEAP", "2g"),
+                        help="ZooKeeper's heap, -Xmx and -Xms (default 2g; 10,000,000 znodes need about 12g)")
     parser.add_argument("--systems", default=os.environ.get("COMPARE_SYSTEMS", "zookeeper,warden"),
                         help="which systems to run (warden is skipped while `warden server` does not exist)")
     parser.add_argument("--phases", default=os.environ.get("COMPARE_PHASES", "throughput,footprint"),

@@ -73,21 +73,12 @@ def log(message):
     print(f"[stages {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def four_letter(port, word):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
 def leader_index(cluster, deadline_s=60):
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         for i, port in enumerate(cluster.client_ports):
             try:
-                if "Mode: leader" in four_letter(port, "srvr"):
+                if "Mode: leader" in compare.four_letter(port, "srvr"):
                     return i
             except OSError:
                 pass
