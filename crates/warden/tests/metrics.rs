@@ -480,7 +480,10 @@ async fn every_dashboard_expression_that_applies_finds_series() {
     for held in ["warden_snapshot_copy", "warden_apply"] {
         let longest = metrics.value(&format!("{held}_longest_seconds"));
         assert!(longest > 0.0, "{held}");
-        assert!(longest <= metrics.value(&format!("{held}_seconds_sum")), "{held}");
+        assert!(
+            longest <= metrics.value(&format!("{held}_seconds_sum")),
+            "{held}"
+        );
     }
 
     // A restart loads a snapshot: the one the stop took (snapshots.on_exit).
