@@ -4,10 +4,11 @@
 //! and data together; children are 4-byte indices; an ACL list shared by many nodes is stored
 //! once. Full paths are never stored: they are rebuilt from the parent chain when needed.
 //!
-//! A clone is copy-on-write, for snapshots: the arena is chunks of 32 nodes behind `Arc`s
-//! (`arena.rs`), the index 256 shards behind `Arc`s, the ACL table, the container and TTL
-//! sets and each session's ephemerals one `Arc` each, so a clone copies pointers, and each
-//! side copies a chunk, a shard or a set on its first write to it.
+//! A clone is copy-on-write, for snapshots: the arena is chunks of 32 nodes behind `Arc`s, in
+//! groups of 256 behind `Arc`s (`arena.rs`), the index 256 shards behind `Arc`s, the ACL
+//! table, the container and TTL sets and each session's ephemerals one `Arc` each, so a clone
+//! copies pointers, and each side copies a group, a chunk, a shard or a set on its first
+//! write to it.
 //!
 //! The tree keeps a digest, a wrapping sum of one hash per node over its path, data, stat and
 //! ACL, updated on every change, so two replicas can compare whole trees in O(1).
