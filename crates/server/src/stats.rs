@@ -83,6 +83,10 @@ pub struct Summary {
 pub struct SummarySnapshot {
     pub count: u64,
     pub sum: u64,
+    /// The smallest and largest observation (0 before the first, as ZooKeeper reports);
+    /// `None` where they are not kept.
+    pub min: Option<u64>,
+    pub max: Option<u64>,
     /// The requested quantiles, in the order asked; `None` before the first observation.
     pub quantiles: Vec<(f64, Option<u64>)>,
 }
@@ -112,6 +116,8 @@ impl Summary {
         SummarySnapshot {
             count,
             sum,
+            min: Some(if count > 0 { h.min() } else { 0 }),
+            max: Some(if count > 0 { h.max() } else { 0 }),
             quantiles: quantiles
                 .iter()
                 .map(|&q| (q, (count > 0).then(|| h.value_at_quantile(q))))
@@ -534,6 +540,8 @@ mod tests {
             SummarySnapshot {
                 count: 0,
                 sum: 0,
+                min: Some(0),
+                max: Some(0),
                 quantiles: vec![(0.5, None)],
             }
         );

@@ -72,6 +72,11 @@ async fn every_word_answers_in_zookeepers_format() {
         "zk_znode_count\t10",
         "zk_ephemerals_count\t1",
         "zk_watch_count\t1",
+        // The metrics provider's families, as ZooKeeper's default provider dumps them.
+        "\nzk_avg_readlatency\t",
+        "\nzk_p999_updatelatency\t",
+        "\nzk_cnt_snapshottime\t",
+        "\nzk_commit_count\t",
     ] {
         assert!(mntr.contains(key), "mntr lacks {key:?}:\n{mntr}");
     }

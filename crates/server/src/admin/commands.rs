@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::ZOOKEEPER_VERSION;
 use super::facts::{self, Metric, last_response_ms, millis_since_epoch, op_name};
+use super::families;
 use super::json::{Json, Object, round4};
 use crate::config::Role;
 use crate::server::Context;
@@ -456,8 +457,15 @@ fn leader(ctx: &Context, o: &mut Object) {
         .put("leader_ip", leader_ip);
 }
 
+/// As `mntr`: ZooKeeper's gauges and Warden's own, then the metrics provider's families.
 fn monitor(ctx: &Context, o: &mut Object) {
-    for (key, value) in facts::monitor(ctx) {
+    let monitor = facts::monitor(ctx);
+    let dumped = families::dump(ctx, &monitor);
+    let entries = monitor
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .chain(dumped);
+    for (key, value) in entries {
         o.put(
             key,
             match value {

@@ -11,6 +11,8 @@ use tokio::io::AsyncWriteExt;
 use warden_state::system::{self, Feature};
 
 use super::facts::{self, Metric, last_response_ms, millis_since_epoch, op_name};
+use super::families::{self, java_double};
+use super::json::round4;
 use super::{ZOOKEEPER_VERSION, commands};
 use crate::replica::Replica;
 use crate::server::Context;
@@ -250,12 +252,21 @@ fn envi() -> String {
     out
 }
 
+/// ZooKeeper's gauges and Warden's own (facts::monitor), then the metrics provider's families
+/// as ZooKeeper's default provider dumps them; averages as Java prints a double rounded to
+/// four decimals.
 fn mntr(ctx: &Context) -> String {
     let mut out = String::new();
-    for (key, value) in facts::monitor(ctx) {
+    let monitor = facts::monitor(ctx);
+    let dumped = families::dump(ctx, &monitor);
+    let lines = monitor
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .chain(dumped);
+    for (key, value) in lines {
         let _ = match value {
             Metric::Int(v) => writeln!(out, "zk_{key}\t{v}"),
-            Metric::Float(v) => writeln!(out, "zk_{key}\t{v:.1}"),
+            Metric::Float(v) => writeln!(out, "zk_{key}\t{}", java_double(round4(v))),
             Metric::Text(v) => writeln!(out, "zk_{key}\t{v}"),
         };
     }

@@ -24,10 +24,14 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use super::facts::{self, Metric};
+use super::families::{self, Families, is_advanced, java_double, number};
 use super::{http, process};
 use crate::config::Metrics;
 use crate::server::Context;
 use crate::stats::SummarySnapshot;
+
+/// The quantiles of simpleclient's advanced summaries, of those the families carry.
+const PROMETHEUS_ADVANCED: &[f64] = &[0.5, 0.9, 0.99];
 
 /// The text format ZooKeeper's endpoint declares.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -35,41 +39,6 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// How long an idle scraper's connection is kept open (Jetty's default, as ZooKeeper's
 /// endpoint).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// ZooKeeper's BASIC summaries: the median only.
-const BASIC: &[f64] = &[0.5];
-/// ZooKeeper's ADVANCED summaries.
-const ADVANCED: &[f64] = &[0.5, 0.9, 0.99];
-
-/// ZooKeeper's gauges that `mntr` reports under the same names: copied from its figures.
-const MONITOR_GAUGES: &[&str] = &[
-    "ephemerals_count",
-    "num_alive_connections",
-    "avg_latency",
-    "outstanding_requests",
-    "znode_count",
-    "global_sessions",
-    "packets_sent",
-    "packets_received",
-    "watch_count",
-    "auth_failed_count",
-    "min_latency",
-    "approximate_data_size",
-    "local_sessions",
-    "uptime",
-    "max_latency",
-    // A quorum member's.
-    "quorum_size",
-    // A leader's.
-    "learners",
-    "synced_followers",
-    "synced_non_voting_followers",
-    "synced_observers",
-    "pending_syncs",
-    "last_proposal_size",
-    "min_proposal_size",
-    "max_proposal_size",
-];
 
 /// Warden's figures in `mntr` that are served as `warden_` gauges, and what they mean.
 const MONITOR_WARDEN_GAUGES: &[(&str, &str, &str)] = &[
@@ -163,125 +132,13 @@ pub fn render(ctx: &Context) -> String {
     let status = ctx.consensus.status();
     let process = process::look();
     let mut out = Exposition::default();
-    zookeeper(ctx, &monitor, &status, &process, &mut out);
+    families::zookeeper(ctx, &monitor, &status, &process, &mut out);
     if ctx.config.metrics.process {
         process_families(&process, &mut out);
     }
     let mut text = out.text;
     warden(ctx, &monitor, &status, &mut text);
     text
-}
-
-/// ZooKeeper's families, as far as Warden has the figures (docs/metrics.md lists the rest).
-fn zookeeper(
-    ctx: &Context,
-    monitor: &[(&'static str, Metric)],
-    status: &crate::consensus::Status,
-    process: &process::Process,
-    out: &mut Exposition,
-) {
-    for (name, value) in monitor {
-        if MONITOR_GAUGES.contains(name) {
-            out.gauge(name, number(value));
-        }
-    }
-    if let Some(leading) = ctx.leadership.leading_for()
-        && !ctx.consensus.standalone()
-    {
-        out.gauge("leader_uptime", leading.as_millis() as f64);
-    }
-    if let Some(fds) = process.open_fds {
-        out.gauge("open_file_descriptor_count", fds as f64);
-    }
-    if let Some(fds) = process.max_fds {
-        out.gauge("max_file_descriptor_count", fds as f64);
-    }
-    let stats = &ctx.stats;
-    let (last, min, max) = stats.response_sizes.last_min_max();
-    out.gauge("last_client_response_size", last as f64);
-    out.gauge("min_client_response_size", min as f64);
-    out.gauge("max_client_response_size", max as f64);
-
-    let count = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
-    out.counter("commit_count", count(&stats.commits));
-    out.counter("bytes_received_count", count(&stats.bytes_received));
-    out.counter(
-        "connection_request_count",
-        count(&stats.connections_requested),
-    );
-    out.counter("connection_rejected", count(&stats.connections_refused));
-    out.counter("looking_count", count(&ctx.leadership.elections));
-    out.counter("revalidate_count", count(&stats.sessions_resumed));
-    out.counter("stale_sessions_expired", count(&stats.sessions_expired));
-    out.counter("proposal_count", count(&stats.proposals));
-    out.counter("snapshot_error_count", count(&stats.snapshot_errors));
-    out.counter(
-        "snapshot_rate_limited_count",
-        count(&stats.snapshot_rate_limited),
-    );
-    out.counter("restore_error_count", count(&stats.restore_errors));
-    out.counter(
-        "restore_rate_limited_count",
-        count(&stats.restore_rate_limited),
-    );
-
-    out.summary("readlatency", &stats.read_latency_ms.snapshot(ADVANCED));
-    out.summary("updatelatency", &stats.write_latency_ms.snapshot(ADVANCED));
-    let flushes = status.flushes;
-    out.summary(
-        "fsynctime",
-        &SummarySnapshot {
-            count: flushes.fsync_count,
-            sum: flushes.fsync_us / 1000,
-            quantiles: vec![(
-                0.5,
-                (flushes.fsync_count > 0).then_some(flushes.fsync_median_us / 1000),
-            )],
-        },
-    );
-    out.summary("snapshottime", &stats.snapshot_ms.snapshot(BASIC));
-    out.summary("restore_time", &stats.restore_ms.snapshot(BASIC));
-    out.summary("dbinittime", &stats.recovery_ms.snapshot(BASIC));
-    out.summary(
-        "startup_snap_load_time",
-        &stats.startup_snapshot_load_ms.snapshot(BASIC),
-    );
-    out.summary(
-        "startup_txns_loaded",
-        &stats.recovery_entries.snapshot(BASIC),
-    );
-    out.summary(
-        "election_time",
-        &ctx.leadership.election_time_ms.snapshot(BASIC),
-    );
-    out.summaries_by_key(
-        "read_per_namespace",
-        &stats.reads_per_namespace.snapshot(BASIC),
-    );
-    out.summaries_by_key(
-        "write_per_namespace",
-        &stats.writes_per_namespace.snapshot(BASIC),
-    );
-    let quotas = ctx.replica().state().tree().quota_figures();
-    for (name, by_key) in [
-        ("quota_count_limit_per_namespace", &quotas.count_limit),
-        ("quota_bytes_limit_per_namespace", &quotas.bytes_limit),
-        ("quota_count_usage_per_namespace", &quotas.count_usage),
-        ("quota_bytes_usage_per_namespace", &quotas.bytes_usage),
-    ] {
-        out.by_key(name, "gauge", by_key.iter().map(|(k, v)| (k, *v as f64)));
-    }
-    let exceeded = stats.quota_exceeded.snapshot();
-    out.by_key(
-        "quota_exceeded_error_per_namespace",
-        "counter",
-        exceeded.iter().map(|(k, n)| (k, *n as f64)),
-    );
-    let [created, deleted, changed, children] = &stats.watchers_fired;
-    out.summary("node_created_watch_count", &created.snapshot(BASIC));
-    out.summary("node_deleted_watch_count", &deleted.snapshot(BASIC));
-    out.summary("node_changed_watch_count", &changed.snapshot(BASIC));
-    out.summary("node_children_watch_count", &children.snapshot(BASIC));
 }
 
 /// The `process_*` families simpleclient's DefaultExports serves, from `/proc`.
@@ -449,14 +306,6 @@ fn warden(
         .expect("writing to a String cannot fail");
 }
 
-fn number(m: &Metric) -> f64 {
-    match m {
-        Metric::Int(v) => *v as f64,
-        Metric::Float(v) => *v,
-        Metric::Text(_) => f64::NAN,
-    }
-}
-
 /// Families in simpleclient 0.9's text: `# HELP` is the name, labels end with a comma,
 /// values are Java doubles.
 #[derive(Default)]
@@ -468,7 +317,9 @@ impl Exposition {
     fn head(&mut self, name: &str, kind: &str) {
         let _ = writeln!(self.text, "# HELP {name} {name}\n# TYPE {name} {kind}");
     }
+}
 
+impl Families for Exposition {
     fn gauge(&mut self, name: &str, value: f64) {
         self.head(name, "gauge");
         let _ = writeln!(self.text, "{name} {}", java_double(value));
@@ -486,19 +337,14 @@ impl Exposition {
 
     /// A gauge or counter set: one sample per `key` label value, as ZooKeeper's
     /// per-namespace families (none before there is a value).
-    fn by_key<'a>(
-        &mut self,
-        name: &str,
-        kind: &str,
-        values: impl Iterator<Item = (&'a String, f64)>,
-    ) {
+    fn by_key(&mut self, name: &str, kind: &str, values: &[(String, f64)]) {
         self.head(name, kind);
         for (key, v) in values {
             let _ = writeln!(
                 self.text,
                 "{name}{{key=\"{}\",}} {}",
                 label_value(key),
-                java_double(v)
+                java_double(*v)
             );
         }
     }
@@ -511,10 +357,13 @@ impl Exposition {
             self.summary_samples(name, &format!("key=\"{}\",", label_value(key)), s);
         }
     }
+}
 
+impl Exposition {
     /// `labels`: each `name="value",`, before the quantile.
     fn summary_samples(&mut self, name: &str, labels: &str, s: &SummarySnapshot) {
-        for (q, v) in &s.quantiles {
+        let served = |q: f64| !is_advanced(s) || PROMETHEUS_ADVANCED.contains(&q);
+        for (q, v) in s.quantiles.iter().filter(|(q, _)| served(*q)) {
             let v = v.map_or(f64::NAN, |v| v as f64);
             let _ = writeln!(
                 self.text,
@@ -551,20 +400,6 @@ fn label_value(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// A value as Java's `Double.toString` writes it for the values metrics take: `8.0`, `NaN`,
-/// `4.3333`. (Java writes 10^7 and above as `1.0E7`; plain digits parse the same.)
-fn java_double(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_owned()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.1}")
-    } else {
-        format!("{v}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,11 +433,7 @@ mod tests {
     fn gauge_sets_are_labelled_by_key() {
         let mut out = Exposition::default();
         let key = "q".to_owned();
-        out.by_key(
-            "quota_count_limit_per_namespace",
-            "gauge",
-            [(&key, 3.0)].into_iter(),
-        );
+        out.by_key("quota_count_limit_per_namespace", "gauge", &[(key, 3.0)]);
         assert_eq!(
             out.text,
             "# HELP quota_count_limit_per_namespace quota_count_limit_per_namespace\n\
@@ -617,6 +448,8 @@ mod tests {
         let s = SummarySnapshot {
             count: 7,
             sum: 61,
+            min: Some(1),
+            max: Some(20),
             quantiles: vec![(0.5, Some(8))],
         };
         out.summaries_by_key("write_per_namespace", &[("a\"b".to_owned(), s)]);
@@ -640,7 +473,16 @@ mod tests {
             &SummarySnapshot {
                 count: 7,
                 sum: 25,
-                quantiles: vec![(0.5, Some(2)), (0.9, Some(6)), (0.99, None)],
+                min: Some(1),
+                max: Some(9),
+                // Those of both outputs: simpleclient's leaves out 0.95 and 0.999.
+                quantiles: vec![
+                    (0.5, Some(2)),
+                    (0.9, Some(6)),
+                    (0.95, Some(7)),
+                    (0.99, None),
+                    (0.999, None),
+                ],
             },
         );
         assert_eq!(

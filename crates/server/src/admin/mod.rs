@@ -3,6 +3,8 @@
 //! Prometheus metrics endpoint, all drawn from the same facts.
 //!
 //! - [`facts`]: what the words and commands report, gathered from the replica and consensus.
+//! - [`families`]: ZooKeeper's metrics provider's families, for `/metrics` and the end of
+//!   `mntr` and `monitor`.
 //! - [`four_letter`]: the words, in ZooKeeper 3.9's text.
 //! - [`commands`]: ZooKeeper 3.9's command table and each command's JSON.
 //! - [`snapshots`]: the `snapshot` and `restore` commands: ZooKeeper's snapshot format out
@@ -17,6 +19,7 @@
 pub mod commands;
 pub mod console;
 pub mod facts;
+pub mod families;
 pub mod four_letter;
 pub mod http;
 pub mod json;
