@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import socket
@@ -130,15 +129,10 @@ def four_letter(port, word):
 
 def snapshot_times(cluster):
     """(snapshots written, the longest in seconds) by the cluster's first server since it
-    started: Warden's from its log lines, ZooKeeper's from mntr's snapshottime summary (in ms;
-    ZooKeeper logs no duration)."""
-    if cluster.system == "zookeeper":
-        mntr = dict(line.split("\t", 1) for line in four_letter(cluster.client_ports[0], "mntr").splitlines()
-                    if "\t" in line)
-        return int(mntr.get("zk_cnt_snapshottime", 0)), int(mntr.get("zk_max_snapshottime", 0)) / 1000
-    log_text = (cluster.dir / "node1" / "server.log").read_text(errors="replace")
-    times = [int(m) for m in re.findall(r"snapshot written.* ms=(\d+)", log_text)]
-    return len(times), max(times, default=0) / 1000
+    started, from mntr's snapshottime summary (milliseconds), which both systems keep."""
+    mntr = dict(line.split("\t", 1) for line in four_letter(cluster.client_ports[0], "mntr").splitlines()
+                if "\t" in line)
+    return int(mntr.get("zk_cnt_snapshottime", 0)), int(mntr.get("zk_max_snapshottime", 0)) / 1000
 
 
 def session_ready(port, must_exist=None):
