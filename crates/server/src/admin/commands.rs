@@ -459,13 +459,7 @@ fn leader(ctx: &Context, o: &mut Object) {
 
 /// As `mntr`: ZooKeeper's gauges and Warden's own, then the metrics provider's families.
 fn monitor(ctx: &Context, o: &mut Object) {
-    let monitor = facts::monitor(ctx);
-    let dumped = families::dump(ctx, &monitor);
-    let entries = monitor
-        .into_iter()
-        .map(|(key, value)| (key.to_owned(), value))
-        .chain(dumped);
-    for (key, value) in entries {
+    for (key, value) in families::monitor(ctx) {
         o.put(
             key,
             match value {

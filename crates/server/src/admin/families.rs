@@ -66,13 +66,18 @@ pub fn is_advanced(s: &SummarySnapshot) -> bool {
     s.quantiles.len() == ADVANCED.len()
 }
 
-/// The families as ZooKeeper's default provider dumps them into `mntr` and `monitor`, after
-/// the gauges [`super::facts::monitor`] gives (which it leaves out).
-pub fn dump(ctx: &Context, monitor: &[(&'static str, Metric)]) -> Vec<(String, Metric)> {
+/// What `mntr` and the `monitor` command list: the figures of [`super::facts::monitor`], then
+/// the families as ZooKeeper's default provider dumps them (less the gauges already listed).
+pub fn monitor(ctx: &Context) -> Vec<(String, Metric)> {
+    let monitor = super::facts::monitor(ctx);
     let status = ctx.consensus.status();
-    let mut out = Dump::default();
-    zookeeper(ctx, monitor, &status, &process::look(), &mut out);
-    out.0
+    let mut dump = Dump::default();
+    zookeeper(ctx, &monitor, &status, &process::look(), &mut dump);
+    monitor
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .chain(dump.0)
+        .collect()
 }
 
 #[derive(Default)]

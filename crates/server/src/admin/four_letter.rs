@@ -257,13 +257,7 @@ fn envi() -> String {
 /// four decimals.
 fn mntr(ctx: &Context) -> String {
     let mut out = String::new();
-    let monitor = facts::monitor(ctx);
-    let dumped = families::dump(ctx, &monitor);
-    let lines = monitor
-        .into_iter()
-        .map(|(key, value)| (key.to_owned(), value))
-        .chain(dumped);
-    for (key, value) in lines {
+    for (key, value) in families::monitor(ctx) {
         let _ = match value {
             Metric::Int(v) => writeln!(out, "zk_{key}\t{v}"),
             Metric::Float(v) => writeln!(out, "zk_{key}\t{}", java_double(round4(v))),
