@@ -5,6 +5,7 @@
 //!   container and TTL bookkeeping, and an incremental digest.
 //! - `arena`: the copy-on-write chunked array the tree keeps its nodes in, so that a clone
 //!   of the state (a snapshot's) is cheap.
+//! - `child_index`: the (parent, name) index, grown a shard at a time.
 //! - `child_places`: how a delete takes a child out of its parent's list in constant time.
 //! - [`path`]: ZooKeeper's path rules.
 //! - [`acl`]: schemes, permission checks, ACL fix-up, interned ACL lists.
@@ -24,6 +25,7 @@
 
 pub mod acl;
 mod arena;
+mod child_index;
 mod child_places;
 pub mod mirror;
 pub mod path;

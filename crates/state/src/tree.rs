@@ -5,10 +5,10 @@
 //! once. Full paths are never stored: they are rebuilt from the parent chain when needed.
 //!
 //! A clone is copy-on-write, for snapshots: the arena is chunks of 32 nodes behind `Arc`s, in
-//! groups of 256 behind `Arc`s (`arena.rs`), the index 256 shards behind `Arc`s, the ACL
-//! table, the container and TTL sets and each session's ephemerals one `Arc` each, so a clone
-//! copies pointers, and each side copies a group, a chunk, a shard or a set on its first
-//! write to it.
+//! groups of 256 behind `Arc`s (`arena.rs`), the index 256 shards behind `Arc`s
+//! (`child_index.rs`), the ACL table, the container and TTL sets and each session's
+//! ephemerals one `Arc` each, so a clone copies pointers, and each side copies a group, a
+//! chunk, a shard or a set on its first write to it.
 //!
 //! The tree keeps a digest, a wrapping sum of one hash per node over its path, data, stat and
 //! ACL, updated on every change, so two replicas can compare whole trees in O(1).
@@ -20,13 +20,13 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use hashbrown::HashTable;
 use thin_vec::ThinVec;
 use warden_proto::{Acl, Stat};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
+use crate::child_index::ChildIndex;
 use crate::child_places::ChildPlaces;
 use crate::path;
 use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
@@ -409,68 +409,11 @@ fn child_hash(parent: NodeId, name: &[u8]) -> u64 {
     xxh3_64_with_seed(name, u64::from(parent))
 }
 
-/// Shards of the (parent, name) index. At 1,000,000 znodes a shard holds ~4,000 ids, so the
-/// first create or delete in a shard after a clone copies ~20 KiB.
-const INDEX_SHARDS: usize = 256;
-
-/// The (parent, name) index, split into shards behind `Arc`s as the arena is split into
-/// chunks: a clone shares them all, and a create or delete copies the one shard it changes.
-#[derive(Clone)]
-struct ChildIndex {
-    shards: Vec<Arc<HashTable<NodeId>>>,
-}
-
-impl ChildIndex {
-    /// An index with room for about `nodes` ids before any shard grows: a snapshot's load
-    /// knows its node count, and rehashing every shard as it doubles was a fifth of the load.
-    fn with_capacity(nodes: usize) -> Self {
-        let per_shard = nodes / INDEX_SHARDS;
-        // Shards fill unevenly (binomially, a standard deviation of about sqrt(per_shard)):
-        // an eighth more, and a little for small trees, keeps nearly every shard from growing.
-        let room = if nodes == 0 {
-            0
-        } else {
-            per_shard + per_shard / 8 + 16
-        };
-        ChildIndex {
-            shards: (0..INDEX_SHARDS)
-                .map(|_| Arc::new(HashTable::with_capacity(room)))
-                .collect(),
-        }
-    }
-
-    /// hashbrown picks a bucket from a hash's low bits and its tag from the top seven; bits
-    /// 48..56 are neither, so the ids of one shard still spread over every bucket and tag.
-    fn shard(hash: u64) -> usize {
-        (hash >> 48) as usize % INDEX_SHARDS
-    }
-
-    fn find(&self, hash: u64, eq: impl FnMut(&NodeId) -> bool) -> Option<NodeId> {
-        self.shards[Self::shard(hash)].find(hash, eq).copied()
-    }
-
-    /// Inserts `id` unless `eq` finds an entry already there: one probe for both.
-    fn insert_new(
-        &mut self,
-        hash: u64,
-        id: NodeId,
-        eq: impl FnMut(&NodeId) -> bool,
-        rehash: impl Fn(&NodeId) -> u64,
-    ) -> bool {
-        match Arc::make_mut(&mut self.shards[Self::shard(hash)]).entry(hash, eq, rehash) {
-            hashbrown::hash_table::Entry::Occupied(_) => false,
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                slot.insert(id);
-                true
-            }
-        }
-    }
-
-    fn remove(&mut self, hash: u64, id: NodeId) {
-        Arc::make_mut(&mut self.shards[Self::shard(hash)])
-            .find_entry(hash, |&c| c == id)
-            .expect("indexed node")
-            .remove();
+/// The index's hash of a stored node, read back for the index to move it between tables.
+fn indexed_hash(nodes: &Arena<Node>) -> impl Fn(&NodeId) -> u64 + '_ {
+    |&id| {
+        let n = nodes.get(id);
+        child_hash(n.parent, n.name_bytes())
     }
 }
 
@@ -718,10 +661,7 @@ impl DataTree {
                 let n = nodes.get(c);
                 n.parent == parent && n.name_bytes() == name_bytes
             },
-            |&c| {
-                let n = nodes.get(c);
-                child_hash(n.parent, n.name_bytes())
-            },
+            indexed_hash(nodes),
         );
         if !added {
             return None;
@@ -815,8 +755,8 @@ impl DataTree {
             t.places.remove(p, id, &mut pn.children);
             pn.pzxid = pn.pzxid.max(zxid);
         });
-        self.index
-            .remove(child_hash(parent, self.nodes.get(id).name_bytes()), id);
+        let hash = child_hash(parent, self.nodes.get(id).name_bytes());
+        self.index.remove(hash, id, indexed_hash(&self.nodes));
         // A free slot: no parent, and the previous head of the free list in place of an ACL.
         let node = std::mem::replace(
             self.nodes.get_mut(id),
