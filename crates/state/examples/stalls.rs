@@ -1,11 +1,11 @@
-//! The longest applies of a load: creates N znodes of 100 bytes under 1,000 parents, in turn
-//! (the `load` workload's shape), a snapshot's clone of the state taken every 200,000 creates
+//! The longest applies of a load: creates N znodes of 100 bytes under P parents (1,000 by
+//! default, the `load` workload's shape; 1 is zk-smoketest's), in turn, a snapshot's clone of the state taken every 200,000 creates
 //! and kept for the next 100,000 (as the server keeps it while it encodes), and prints how
 //! many applies took over a millisecond and the ten longest. On a running server the same
 //! figure is `warden_apply_longest_seconds`, with the preemption of a shared machine in it;
 //! here it is the state's own work.
 //!
-//! `cargo run --release -p warden-state --example stalls [znodes]`
+//! `cargo run --release -p warden-state --example stalls [znodes] [parents]`
 
 use std::time::{Duration, Instant};
 
@@ -13,13 +13,15 @@ use warden_proto::request::CreateRequest;
 use warden_proto::{Acl, Request};
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
-const PARENTS: usize = 1_000;
 const SNAPSHOT_EVERY: usize = 200_000;
 
 fn main() {
-    let total: usize = std::env::args()
-        .nth(1)
-        .map_or(1_000_000, |a| a.parse().expect("a number of znodes"));
+    let arg = |n: usize, default: usize| {
+        std::env::args()
+            .nth(n)
+            .map_or(default, |a| a.parse().expect("a number"))
+    };
+    let (total, parents) = (arg(1, 1_000_000), arg(2, 1_000));
     let mut state = State::new(StateConfig::default());
     let mut time_ms = 1_700_000_000_000i64;
     let session = state
@@ -47,7 +49,7 @@ fn main() {
         started.elapsed()
     };
     create(&mut state, "/bench".into());
-    for p in 0..PARENTS {
+    for p in 0..parents {
         create(&mut state, format!("/bench/p{p}"));
     }
     let mut snapshot = None;
@@ -60,7 +62,7 @@ fn main() {
             n if n == SNAPSHOT_EVERY / 2 => snapshot = None,
             _ => {}
         }
-        let took = create(&mut state, format!("/bench/p{}/n{i:08}", i % PARENTS));
+        let took = create(&mut state, format!("/bench/p{}/n{i:08}", i % parents));
         if took > Duration::from_millis(1) {
             over_1ms += 1;
         }

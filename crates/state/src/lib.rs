@@ -5,8 +5,9 @@
 //!   container and TTL bookkeeping, and an incremental digest.
 //! - `arena`: the copy-on-write chunked array the tree keeps its nodes in, so that a clone
 //!   of the state (a snapshot's) is cheap.
-//! - `child_index`: the (parent, name) index, grown a shard at a time.
 //! - `child_places`: how a delete takes a child out of its parent's list in constant time.
+//! - `sharded_table`: the hash table of the tree's large indexes, copy-on-write by shard and
+//!   grown a few buckets per write.
 //! - [`path`]: ZooKeeper's path rules.
 //! - [`acl`]: schemes, permission checks, ACL fix-up, interned ACL lists.
 //! - [`prepare`]: validation of writes against the tree as a multi's earlier operations leave
@@ -25,7 +26,6 @@
 
 pub mod acl;
 mod arena;
-mod child_index;
 mod child_places;
 pub mod mirror;
 pub mod path;
@@ -33,6 +33,7 @@ pub mod prepare;
 pub mod quota;
 pub mod read;
 pub mod restore;
+mod sharded_table;
 pub mod snapshot;
 pub mod state;
 pub mod system;

@@ -6,7 +6,7 @@
 //!
 //! A clone is copy-on-write, for snapshots: the arena is chunks of 32 nodes behind `Arc`s, in
 //! groups of 256 behind `Arc`s (`arena.rs`), the index 256 shards behind `Arc`s
-//! (`child_index.rs`), the ACL table, the container and TTL sets and each session's
+//! (`sharded_table.rs`), the ACL table, the container and TTL sets and each session's
 //! ephemerals one `Arc` each, so a clone copies pointers, and each side copies a group, a
 //! chunk, a shard or a set on its first write to it.
 //!
@@ -26,10 +26,10 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
-use crate::child_index::ChildIndex;
 use crate::child_places::ChildPlaces;
 use crate::path;
 use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
+use crate::sharded_table::ShardedTable;
 
 /// Index of a node in the arena.
 pub type NodeId = u32;
@@ -323,7 +323,8 @@ pub struct DataTree {
     /// The most recently freed slot ([`NO_FREE`] if none); a free node's `acl` field holds
     /// the slot freed before it, so the free list takes no memory of its own.
     free: NodeId,
-    index: ChildIndex,
+    /// The (parent, name) index: each node's id, found by the hash of its parent and name.
+    index: ShardedTable<NodeId>,
     places: ChildPlaces,
     acls: Arc<AclTable>,
     /// Ephemeral nodes by owning session; a clone copies one `Arc` per session.
@@ -405,6 +406,10 @@ pub(crate) fn node_digest(
     })
 }
 
+/// Shards of the (parent, name) index. At 1,000,000 znodes a shard holds ~4,000 ids, so the
+/// first create or delete in a shard after a clone copies ~20 KiB.
+const INDEX_SHARDS: usize = 256;
+
 fn child_hash(parent: NodeId, name: &[u8]) -> u64 {
     xxh3_64_with_seed(name, u64::from(parent))
 }
@@ -440,7 +445,7 @@ impl DataTree {
         stat: NodeStat,
         nodes: usize,
     ) -> Self {
-        let index = ChildIndex::with_capacity(nodes);
+        let index = ShardedTable::with_capacity(INDEX_SHARDS, nodes);
         let mut nodes = Arena::with_capacity(nodes);
         nodes.push(Node::new("", data, ROOT, acl, stat));
         let mut tree = DataTree {
@@ -500,10 +505,11 @@ impl DataTree {
     pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
         let nodes = &self.nodes;
         let name = name.as_bytes();
-        self.index.find(child_hash(parent, name), |&c| {
+        let found = self.index.find(child_hash(parent, name), |&c| {
             let n = nodes.get(c);
             n.parent == parent && n.name_bytes() == name
-        })
+        });
+        found.copied()
     }
 
     /// Finds the node at `path`; any path that is not absolute and well formed finds nothing.
@@ -756,7 +762,10 @@ impl DataTree {
             pn.pzxid = pn.pzxid.max(zxid);
         });
         let hash = child_hash(parent, self.nodes.get(id).name_bytes());
-        self.index.remove(hash, id, indexed_hash(&self.nodes));
+        let removed = self
+            .index
+            .remove(hash, |&c| c == id, indexed_hash(&self.nodes));
+        assert_eq!(removed, Some(id), "indexed node");
         // A free slot: no parent, and the previous head of the free list in place of an ACL.
         let node = std::mem::replace(
             self.nodes.get_mut(id),
