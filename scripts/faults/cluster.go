@@ -129,7 +129,8 @@ func (c *cluster) start(i int) error {
 	}
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), "WARDEN_LOG=info", "ZK_HEAP=512m")
+	// raft-log logs a line per fsync at info once its first file is full: warn, as by default.
+	cmd.Env = append(os.Environ(), "WARDEN_LOG=info,raft_log=warn,chunked_wal=warn", "ZK_HEAP=512m")
 	// Its own process group: a ^C to the suite does not reach the servers before teardown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -12,8 +12,8 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use super::servers::{
-    free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir, warden_command,
-    zookeeper_command,
+    TEST_LOG_FILTER, free_port, install_zookeeper, log_tail, spawn_logged, srvr, temp_dir,
+    warden_command, zookeeper_command,
 };
 use super::warden::signal;
 
@@ -361,7 +361,7 @@ impl Cluster {
             }
             System::Warden => {
                 let mut command = warden_command(&member.cfg_path());
-                command.env("WARDEN_LOG", "info");
+                command.env("WARDEN_LOG", TEST_LOG_FILTER);
                 command
             }
         };

@@ -168,6 +168,11 @@ pub fn zookeeper_command(config: &Path, heap: &str, jvm_opts: &str) -> Command {
 }
 
 /// `warden server --zoo-cfg config`, the binary cargo built for this test.
+/// The log filter of test servers: Warden and openraft at info, to read when a test fails;
+/// raft-log and chunked-wal at warn, as by default, since raft-log logs a line per fsync at
+/// info once its first file is full and would bury the rest.
+pub const TEST_LOG_FILTER: &str = "info,raft_log=warn,chunked_wal=warn";
+
 pub fn warden_command(config: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
     command.arg("server").arg("--zoo-cfg").arg(config);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use super::servers::{free_port, spawn_logged, warden_command};
+use super::servers::{TEST_LOG_FILTER, free_port, spawn_logged, warden_command};
 
 /// How long a server may take to accept connections after it starts.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,7 +38,7 @@ impl Warden {
     /// [`Warden::start`] with `SERVER_JVMFLAGS` set to `jvm_flags` (e.g.
     /// `-Djava.security.auth.login.config=FILE`).
     pub fn start_with_jvm_flags(extra: &str, jvm_flags: &str) -> Warden {
-        Warden::start_with(extra, jvm_flags, Some("info"))
+        Warden::start_with(extra, jvm_flags, Some(TEST_LOG_FILTER))
     }
 
     /// [`Warden::start`] without `WARDEN_LOG`, so with the log filter an operator gets.
