@@ -6,7 +6,7 @@ mod support;
 
 use support::warden::{Warden, client, persistent};
 
-/// Values that fill the log's first file (4 MiB), after which raft-log's cache logged at
+/// Values that fill the log's first file (1 MiB) and more, after which raft-log's cache logged at
 /// every fsync.
 const LARGE_VALUES: usize = 12;
 const LARGE_VALUE_BYTES: usize = 512 << 10;
