@@ -95,7 +95,7 @@ fn preorder<'t>(tree: &'t DataTree, mut visit: impl FnMut(&str, NodeRef<'t>)) {
     while let Some((id, path)) = stack.pop() {
         let node = tree.node(id);
         visit(&path, node);
-        for &child in node.child_ids().iter().rev() {
+        for child in node.child_ids().rev() {
             let child_path = warden_state::path::join(&path, tree.node(child).name());
             if child_path != LEFT_OUT {
                 stack.push((child, child_path));

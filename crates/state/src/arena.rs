@@ -21,39 +21,39 @@ pub const CHUNK_LEN: usize = 32;
 /// a few µs.
 pub const GROUP_LEN: usize = 256;
 
-const GROUP_ELEMENTS: usize = CHUNK_LEN * GROUP_LEN;
-
 type Chunk<T> = Arc<Vec<T>>;
 
-/// Copy-on-write chunked storage, indexed by `u32`.
+/// Copy-on-write chunked storage, indexed by `u32`, in chunks of `CHUNK` elements and groups
+/// of `GROUP` chunks: the tree's nodes take the defaults, a long list of children
+/// (`children.rs`) larger chunks of its 4-byte ids.
 #[derive(Debug, Clone)]
-pub struct Arena<T> {
-    /// Every group but the last holds exactly [`GROUP_LEN`] chunks, every chunk but the last
-    /// one of all exactly [`CHUNK_LEN`] elements. There is no empty group or chunk.
+pub struct Arena<T, const CHUNK: usize = CHUNK_LEN, const GROUP: usize = GROUP_LEN> {
+    /// Every group but the last holds exactly `GROUP` chunks, every chunk but the last one
+    /// of all exactly `CHUNK` elements. There is no empty group or chunk.
     groups: Vec<Arc<Vec<Chunk<T>>>>,
 }
 
-impl<T> Default for Arena<T> {
+impl<T, const CHUNK: usize, const GROUP: usize> Default for Arena<T, CHUNK, GROUP> {
     fn default() -> Self {
         Arena { groups: Vec::new() }
     }
 }
 
-/// The group, the chunk within it and the element within that of index `id`.
-fn place(id: usize) -> (usize, usize, usize) {
-    (
-        id / GROUP_ELEMENTS,
-        id % GROUP_ELEMENTS / CHUNK_LEN,
-        id % CHUNK_LEN,
-    )
-}
-
-impl<T: Clone> Arena<T> {
+impl<T: Clone, const CHUNK: usize, const GROUP: usize> Arena<T, CHUNK, GROUP> {
     /// An empty arena whose list of groups has room for `len` elements.
     pub fn with_capacity(len: usize) -> Self {
         Arena {
-            groups: Vec::with_capacity(len.div_ceil(GROUP_ELEMENTS)),
+            groups: Vec::with_capacity(len.div_ceil(CHUNK * GROUP)),
         }
+    }
+
+    /// The group, the chunk within it and the element within that of index `id`.
+    fn place(id: usize) -> (usize, usize, usize) {
+        (
+            id / (CHUNK * GROUP),
+            id % (CHUNK * GROUP) / CHUNK,
+            id % CHUNK,
+        )
     }
 
     pub fn len(&self) -> usize {
@@ -61,17 +61,17 @@ impl<T: Clone> Arena<T> {
             return 0;
         };
         let chunk = group.last().expect("no group is empty");
-        (self.groups.len() - 1) * GROUP_ELEMENTS + (group.len() - 1) * CHUNK_LEN + chunk.len()
+        (self.groups.len() - 1) * CHUNK * GROUP + (group.len() - 1) * CHUNK + chunk.len()
     }
 
     pub fn get(&self, id: u32) -> &T {
-        let (group, chunk, at) = place(id as usize);
+        let (group, chunk, at) = Self::place(id as usize);
         &self.groups[group][chunk][at]
     }
 
     /// The element at `id`, its group and chunk first copied if another clone shares them.
     pub fn get_mut(&mut self, id: u32) -> &mut T {
-        let (group, chunk, at) = place(id as usize);
+        let (group, chunk, at) = Self::place(id as usize);
         let group = Arc::make_mut(&mut self.groups[group]);
         &mut Arc::make_mut(&mut group[chunk])[at]
     }
@@ -79,10 +79,10 @@ impl<T: Clone> Arena<T> {
     /// Appends `value`; returns its index.
     pub fn push(&mut self, value: T) -> usize {
         let id = self.len();
-        let (_, chunk_at, at) = place(id);
+        let (_, chunk_at, at) = Self::place(id);
         if at == 0 && chunk_at == 0 {
-            let mut group = Vec::with_capacity(GROUP_LEN);
-            group.push(Arc::new(new_chunk(value)));
+            let mut group = Vec::with_capacity(GROUP);
+            group.push(Arc::new(new_chunk::<T, CHUNK>(value)));
             self.groups.push(Arc::new(group));
             return id;
         }
@@ -90,18 +90,32 @@ impl<T: Clone> Arena<T> {
         if at == 0 {
             // A copied group or chunk has only the capacity of its length; reserving the rest
             // at once keeps each to one allocation of its final size.
-            group.reserve_exact(GROUP_LEN - group.len());
-            group.push(Arc::new(new_chunk(value)));
+            group.reserve_exact(GROUP - group.len());
+            group.push(Arc::new(new_chunk::<T, CHUNK>(value)));
         } else {
             let chunk = Arc::make_mut(group.last_mut().expect("no group is empty"));
-            chunk.reserve_exact(CHUNK_LEN - chunk.len());
+            chunk.reserve_exact(CHUNK - chunk.len());
             chunk.push(value);
         }
         id
     }
 
-    #[cfg(test)]
-    fn iter(&self) -> impl Iterator<Item = &T> {
+    /// Takes the last element off; a chunk or group it empties goes with it.
+    pub fn pop(&mut self) -> Option<T> {
+        let group = Arc::make_mut(self.groups.last_mut()?);
+        let chunk = Arc::make_mut(group.last_mut().expect("no group is empty"));
+        let value = chunk.pop();
+        if chunk.is_empty() {
+            group.pop();
+            if group.is_empty() {
+                self.groups.pop();
+            }
+        }
+        value
+    }
+
+    /// Every element, in index order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
         self.groups
             .iter()
             .flat_map(|g| g.iter())
@@ -144,8 +158,8 @@ impl<T: Clone> Arena<T> {
     }
 }
 
-fn new_chunk<T>(value: T) -> Vec<T> {
-    let mut chunk = Vec::with_capacity(CHUNK_LEN);
+fn new_chunk<T, const CHUNK: usize>(value: T) -> Vec<T> {
+    let mut chunk = Vec::with_capacity(CHUNK);
     chunk.push(value);
     chunk
 }
@@ -153,6 +167,8 @@ fn new_chunk<T>(value: T) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const GROUP_ELEMENTS: usize = CHUNK_LEN * GROUP_LEN;
 
     fn filled(n: u32) -> Arena<u32> {
         let mut a = Arena::default();
@@ -225,5 +241,31 @@ mod tests {
         );
         drop(b);
         assert_eq!(a.shared_chunks(), 0);
+    }
+
+    #[test]
+    fn pops_empty_chunks_and_groups_and_leave_a_clone_alone() {
+        // Chunks of 4, groups of 2: 8 elements a group.
+        let mut a: Arena<u32, 4, 2> = Arena::default();
+        for i in 0..19 {
+            a.push(i);
+        }
+        let kept = a.clone();
+        for expected in (0..19).rev() {
+            assert_eq!(a.pop(), Some(expected));
+            assert_eq!(a.len(), expected as usize);
+            assert!(a.iter().copied().eq(0..expected));
+            let chunks: usize = a.groups.iter().map(|g| g.len()).sum();
+            assert_eq!(chunks, (expected as usize).div_ceil(4));
+            assert_eq!(a.groups.len(), (expected as usize).div_ceil(8));
+        }
+        assert_eq!(a.pop(), None);
+        assert!(kept.iter().copied().eq(0..19));
+        assert!(kept.iter().rev().copied().eq((0..19).rev()));
+        // Pushes after pops fill the same places again.
+        for i in 0..10 {
+            a.push(i);
+        }
+        assert!(a.iter().copied().eq(0..10));
     }
 }

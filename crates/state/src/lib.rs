@@ -5,7 +5,8 @@
 //!   container and TTL bookkeeping, and an incremental digest.
 //! - `arena`: the copy-on-write chunked array the tree keeps its nodes in, so that a clone
 //!   of the state (a snapshot's) is cheap.
-//! - `child_places`: how a delete takes a child out of its parent's list in constant time.
+//! - `children`: where a parent's children are kept: a short list in its node, a long one
+//!   chunked, with each child's place so that a delete takes it out in constant time.
 //! - `sharded_table`: the hash table of the tree's large indexes, copy-on-write by shard and
 //!   grown a few buckets per write.
 //! - [`path`]: ZooKeeper's path rules.
@@ -26,7 +27,7 @@
 
 pub mod acl;
 mod arena;
-mod child_places;
+mod children;
 pub mod mirror;
 pub mod path;
 pub mod prepare;

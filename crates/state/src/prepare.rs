@@ -588,7 +588,7 @@ fn remove_recursive(
             let n = view.tree.node(id);
             // Children this multi already deleted do not count (rebuilding their paths only
             // when the multi has pending changes at all).
-            stack.extend(n.child_ids().iter().copied().filter(|&c| {
+            stack.extend(n.child_ids().filter(|&c| {
                 view.pending.is_empty()
                     || view
                         .pending

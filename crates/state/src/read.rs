@@ -222,10 +222,10 @@ impl State {
             Request::GetAllChildrenNumber(r) => {
                 let node = self.readable(&r.path, auth)?;
                 let mut total = 0i32;
-                let mut stack: Vec<u32> = node.child_ids().to_vec();
+                let mut stack: Vec<u32> = node.child_ids().collect();
                 while let Some(id) = stack.pop() {
                     total += 1;
-                    stack.extend_from_slice(self.tree.node(id).child_ids());
+                    stack.extend(self.tree.node(id).child_ids());
                 }
                 Ok(Response::AllChildrenNumber { total })
             }

@@ -301,7 +301,7 @@ fn write_body(state: &State, w: &mut impl Write) -> io::Result<()> {
         }
         put_u32(w, acl_ordinal[n.acl_id() as usize])?;
         // Reversed so children come off the stack in their listed order.
-        stack.extend(n.child_ids().iter().rev());
+        stack.extend(n.child_ids().rev());
     }
     w.write_all(&tree.digest().to_le_bytes())?;
     w.flush()

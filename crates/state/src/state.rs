@@ -297,7 +297,7 @@ impl State {
                 let mut stack = vec![id];
                 while let Some(id) = stack.pop() {
                     order.push(id);
-                    stack.extend(self.tree.node(id).child_ids().iter().copied());
+                    stack.extend(self.tree.node(id).child_ids());
                 }
                 let paths: Vec<String> = order.iter().map(|&n| self.tree.path_of(n)).collect();
                 for p in paths.iter().rev() {

@@ -26,7 +26,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64, xxh3_64_with_seed};
 
 use crate::acl::{AclId, AclTable};
 use crate::arena::Arena;
-use crate::child_places::ChildPlaces;
+use crate::children::{Ids, LongLists};
 use crate::path;
 use crate::quota::{self, QuotaFigures, QuotaRoots, StatsTrack};
 use crate::sharded_table::ShardedTable;
@@ -130,7 +130,8 @@ const NULL_DATA: u32 = 1 << 31;
 struct Node {
     /// The node's name followed by its data, in one allocation.
     bytes: Box<[u8]>,
-    /// Eight bytes, and no allocation, for the leaves that most nodes are.
+    /// Eight bytes, and no allocation, for the leaves that most nodes are; empty when the
+    /// list is long and kept in [`DataTree`]'s long lists instead (`children.rs`).
     children: ThinVec<NodeId>,
     czxid: i64,
     mzxid: i64,
@@ -201,10 +202,6 @@ impl Node {
         (self.name_len & NULL_DATA == 0).then(|| &self.bytes[self.name_len()..])
     }
 
-    fn children(&self) -> &[NodeId] {
-        &self.children
-    }
-
     fn is_free(&self) -> bool {
         self.parent == NodeId::MAX
     }
@@ -261,7 +258,7 @@ impl<'a> NodeRef<'a> {
     }
 
     pub fn num_children(&self) -> usize {
-        self.node.children().len()
+        self.node.children.len() + self.long_children().map_or(0, |ids| ids.len())
     }
 
     pub fn acl(&self) -> &'a [Acl] {
@@ -276,13 +273,24 @@ impl<'a> NodeRef<'a> {
         (self.id != ROOT).then_some(self.node.parent)
     }
 
-    pub fn child_ids(&self) -> &'a [NodeId] {
-        self.node.children()
+    /// The children's ids, in the order ZooKeeper's clients see them listed.
+    pub fn child_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + 'a {
+        let long = self.long_children().into_iter().flat_map(|ids| ids.iter());
+        self.node.children.iter().chain(long).copied()
     }
 
     pub fn children(&self) -> impl Iterator<Item = NodeRef<'a>> + 'a {
         let tree = self.tree;
-        self.node.children().iter().map(move |&c| tree.node(c))
+        self.child_ids().map(move |c| tree.node(c))
+    }
+
+    /// The list of children kept out of the node, for a long one.
+    fn long_children(&self) -> Option<&'a Ids> {
+        if self.node.children.is_empty() {
+            self.tree.long_lists.get(self.id)
+        } else {
+            None
+        }
     }
 
     /// The Stat a client sees, derived as ZooKeeper's `DataNode.copyStat` derives it:
@@ -325,7 +333,8 @@ pub struct DataTree {
     free: NodeId,
     /// The (parent, name) index: each node's id, found by the hash of its parent and name.
     index: ShardedTable<NodeId>,
-    places: ChildPlaces,
+    /// Lists of children too long for their parent's node.
+    long_lists: LongLists,
     acls: Arc<AclTable>,
     /// Ephemeral nodes by owning session; a clone copies one `Arc` per session.
     ephemerals: hashbrown::HashMap<i64, Arc<BTreeSet<NodeId>>>,
@@ -454,7 +463,7 @@ impl DataTree {
             nodes,
             free: NO_FREE,
             index,
-            places: ChildPlaces::default(),
+            long_lists: LongLists::default(),
             acls: Arc::new(acls),
             ephemerals: Default::default(),
             containers: Default::default(),
@@ -697,8 +706,7 @@ impl DataTree {
             NodeKind::Persistent => {}
         }
         let siblings = &mut self.nodes.get_mut(parent).children;
-        siblings.push(id);
-        self.places.pushed(parent, siblings);
+        self.long_lists.push(parent, siblings, id);
         Some(id)
     }
 
@@ -760,7 +768,7 @@ impl DataTree {
         let parent = self.nodes.get(id).parent;
         self.modify(parent_path, parent, |t, p| {
             let pn = t.nodes.get_mut(p);
-            t.places.remove(p, id, &mut pn.children);
+            t.long_lists.remove(p, id, &mut pn.children);
             pn.pzxid = pn.pzxid.max(zxid);
         });
         let hash = child_hash(parent, self.nodes.get(id).name_bytes());
@@ -887,10 +895,10 @@ impl DataTree {
         let (mut count, mut bytes) = (0, 0);
         let mut stack: Vec<NodeId> = self.lookup(root).into_iter().collect();
         while let Some(id) = stack.pop() {
-            let n = self.nodes.get(id);
+            let n = self.node(id);
             count += 1;
             bytes += data_len(n.data());
-            stack.extend_from_slice(n.children());
+            stack.extend(n.child_ids());
         }
         let usage = StatsTrack::usage(count, bytes).to_string();
         self.replace_data(&stats_path, stats, usage.as_bytes());
@@ -903,10 +911,10 @@ impl DataTree {
         self.quotas.clear();
         let mut stack: Vec<NodeId> = self.lookup(crate::system::QUOTA).into_iter().collect();
         while let Some(id) = stack.pop() {
-            let n = self.nodes.get(id);
-            stack.extend_from_slice(n.children());
+            let n = self.node(id);
+            stack.extend(n.child_ids());
             if n.name() == quota::LIMITS_NODE {
-                let parent = self.path_of(n.parent);
+                let parent = self.path_of(n.node.parent);
                 if let Some(root) = quota::root_of(&parent) {
                     self.quotas.insert(root);
                 }
@@ -1089,7 +1097,7 @@ mod tests {
                 n.stat(),
                 n.acl().to_vec(),
             ));
-            stack.extend_from_slice(n.child_ids());
+            stack.extend(n.child_ids());
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
@@ -1132,7 +1140,16 @@ mod tests {
     #[test]
     fn a_clone_keeps_its_tree_whatever_the_original_does_after() {
         // Enough nodes for several arena chunks and entries in most index shards.
-        let count = crate::arena::CHUNK_LEN * 3 + 10;
+        a_clone_keeps_its_tree(crate::arena::CHUNK_LEN * 3 + 10);
+    }
+
+    #[test]
+    fn a_clone_keeps_its_tree_when_a_list_of_children_is_long() {
+        // Past `children.rs`'s LONG: /p's list is kept out of its node.
+        a_clone_keeps_its_tree(5_000);
+    }
+
+    fn a_clone_keeps_its_tree(count: usize) {
         let (mut t, p, ids) = wide(count);
         let copy = t.clone();
         let (before, digest) = (contents(&t), t.digest());
@@ -1155,6 +1172,34 @@ mod tests {
             t.ephemerals_of(42).collect::<Vec<_>>(),
             never_cloned.ephemerals_of(42).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_long_list_of_children_lists_and_counts_as_a_short_one() {
+        let count = 5_000;
+        let (mut t, p, ids) = wide(count);
+        let copy = t.clone();
+        assert!(t.node(p).child_ids().eq(ids.iter().copied()));
+        assert!(t.node(p).child_ids().rev().eq(ids.iter().rev().copied()));
+        rewrite(&mut t, p, &ids);
+        // A quarter deleted, as many created.
+        let listed: Vec<NodeId> = t.node(p).child_ids().collect();
+        assert_eq!(listed.len(), count);
+        assert_eq!(t.node(p).num_children(), count);
+        assert_eq!(t.node(p).wire_stat().num_children as usize, count);
+        let mut names: Vec<&str> = listed.iter().map(|&c| t.node(c).name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count);
+        assert!(copy.node(p).child_ids().eq(ids.iter().copied()));
+        // Emptied, the list is back in its node, and empty.
+        for c in listed {
+            let path = t.path_of(c);
+            t.delete(&path, c, 30_000);
+        }
+        assert_eq!(t.node(p).num_children(), 0);
+        assert_eq!(t.node(p).child_ids().count(), 0);
+        assert_eq!(copy.node(p).num_children(), count);
     }
 
     #[test]

@@ -640,7 +640,7 @@ fn compare_all(state: &State, m: &Model) -> Result<(), String> {
                 n.acl().to_vec(),
             ),
         );
-        stack.extend_from_slice(n.child_ids());
+        stack.extend(n.child_ids());
     }
     if got.len() != tree.len() {
         return Err(format!(

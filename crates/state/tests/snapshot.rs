@@ -2,8 +2,8 @@
 //! refused rather than loaded (whether checked in memory or streamed from a file, and whether
 //! decoded from memory or as it streams).
 
-use warden_proto::request::CreateRequest;
-use warden_proto::{Acl, Request};
+use warden_proto::request::{CreateRequest, DeleteRequest};
+use warden_proto::{Acl, ErrorCode, Request};
 use warden_state::snapshot::{self, SnapshotError};
 use warden_state::{State, StateConfig, Txn, TxnKind};
 
@@ -109,6 +109,42 @@ fn applying_after_a_reload_matches_applying_without_one() {
     }
     assert_eq!(a.digest(), b.digest());
     assert_eq!(a.last_zxid(), b.last_zxid());
+}
+
+/// A list of children long enough to be kept out of its node lists the same order after a
+/// reload, and its deletes move the same children on both sides.
+#[test]
+fn a_long_list_of_children_keeps_its_order_through_a_reload() {
+    let delete = |state: &mut State, c: usize| {
+        let session = state.sessions().next().unwrap().0;
+        let path = format!("/bench/p0/n{c:06}");
+        let kind = TxnKind::Request(Request::Delete(DeleteRequest { path, version: -1 }));
+        let outcome = state.apply(&Txn {
+            session_id: session,
+            time_ms: 1,
+            auth: vec![],
+            enforce_quota: false,
+            kind,
+        });
+        assert_eq!(outcome.err, ErrorCode::OK, "deleted child {c}");
+    };
+    let listed = |state: &State| -> Vec<String> {
+        let parent = state.tree().get("/bench/p0").unwrap();
+        parent.children().map(|c| c.name().to_owned()).collect()
+    };
+    let mut a = populated(1, 6_000);
+    for c in (0..6_000).step_by(3) {
+        delete(&mut a, c);
+    }
+    let mut b = snapshot::decode(&snapshot::encode(&a)).unwrap();
+    assert_eq!(listed(&b), listed(&a));
+    for c in (1..6_000).step_by(3) {
+        delete(&mut a, c);
+        delete(&mut b, c);
+    }
+    assert_eq!(listed(&a).len(), 2_000);
+    assert_eq!(listed(&b), listed(&a));
+    assert_eq!(a.digest(), b.digest());
 }
 
 /// `last_snapshot` reads a snapshot's zxid from its first bytes, as ZooKeeper reads it from

@@ -241,7 +241,7 @@ pub async fn search(
             let node = tree.node(id);
             found.push(tree.path_of(id));
             if acl::permits(node.acl(), acl::READ, &caller.ids) {
-                stack.extend_from_slice(node.child_ids());
+                stack.extend(node.child_ids());
             }
         }
         found.sort();
@@ -301,7 +301,7 @@ pub async fn biggest(
                 let n = tree.node(id);
                 sized.nodes += 1;
                 sized.bytes += n.data().map_or(0, |d| d.len() as u64);
-                stack.extend_from_slice(n.child_ids());
+                stack.extend(n.child_ids());
             }
             subtrees.push(sized);
         }
