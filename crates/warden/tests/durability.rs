@@ -1,7 +1,8 @@
 //! No acknowledged write is lost: clients write as fast as they can, the server is killed with
 //! SIGKILL at an arbitrary moment, and after a restart every write that was acknowledged is
 //! there. Snapshots are taken every 200 transactions, so restarts load a snapshot and replay
-//! the log after it; old snapshots are purged down to the retained count.
+//! the log after it; old snapshots are purged down to the retained count. A small tree is
+//! snapshotted before snapCount once its log outgrows it.
 
 mod support;
 
@@ -144,4 +145,54 @@ async fn a_clean_stop_snapshots_so_the_next_start_replays_nothing() {
     let zk = client(&warden).await;
     assert!(zk.get_data("/after").await.is_ok());
     assert!(zk.get_data("/s0").await.is_ok());
+}
+
+/// A small tree under many writes is snapshotted long before snapCount: once the log since the
+/// last snapshot holds four times the tree's data and 10,000 entries (the server's
+/// `consensus/snapshot_due.rs`), so that neither the log's memory nor a restart's replay
+/// grows to snapCount's 100,000 entries for a tree a snapshot holds in a few kilobytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_tree_is_snapshotted_once_its_log_outgrows_it() {
+    const WRITES_EACH: usize = 1_300;
+    let warden = Warden::start("snapCount=100000\n");
+    client(&warden)
+        .await
+        .create("/n", b"", &persistent())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..WRITERS {
+        let zk = client(&warden).await;
+        tasks.push(tokio::spawn(async move {
+            for i in 0..WRITES_EACH {
+                zk.set_data("/n", i.to_string().as_bytes(), None)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // 10,400 writes, and a tree of a few dozen bytes: a snapshot is due by now. It is
+    // written off the apply path, so it may still be on its way.
+    let dir = warden.data_dir().join("snapshots");
+    let written = || -> Vec<String> {
+        let names = files_in(&dir).into_iter();
+        names.filter(|n| n.ends_with(".snap")).collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while written().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let names = written();
+    let log = warden.log();
+    assert_eq!(names.len(), 1, "{log}");
+    // Named by the index of the last entry it holds.
+    let index: u64 = names[0]
+        .strip_prefix("snapshot-")
+        .and_then(|n| n.strip_suffix(".snap"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a snapshot's name: {names:?}"));
+    assert!((10_000..100_000).contains(&index), "{names:?}");
 }

@@ -4,6 +4,7 @@
 //! - [`types`]: the log entry ([`Proposal`]) and openraft's type configuration.
 //! - [`log_store`]: the durable log (raft-log: checksummed, group-commit fsync).
 //! - [`snapshot_store`]: snapshot files in the data directory, retention.
+//! - [`snapshot_due`]: a snapshot due before snapCount, when the log outgrew the tree.
 //! - [`founding`]: the first snapshot of a data directory whose state was imported.
 //! - [`state_machine`]: applying entries to the [`Replica`], building and installing snapshots.
 //! - [`network`]: Raft messages to other members over the peer protocol.
@@ -15,6 +16,7 @@ mod log_store;
 mod network;
 mod rejoin;
 mod rpc;
+mod snapshot_due;
 mod snapshot_store;
 mod state_machine;
 mod types;
@@ -31,6 +33,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::ReadPolicy;
 use openraft::{Instant as _, Raft, SnapshotPolicy};
+use tokio::sync::mpsc;
 
 pub use network::{ClusterId, Identity};
 pub use rejoin::stored_cluster_id;
@@ -396,6 +399,7 @@ impl Consensus {
         let raft_err = |e: &dyn std::fmt::Display| StartError::Raft(e.to_string());
         let committed = network::Committed::default();
         let outstanding = network::Outstanding::default();
+        let (ask_snapshot, snapshot_asked) = mpsc::channel(1);
         let raft = Raft::new(
             node_id,
             config,
@@ -407,10 +411,15 @@ impl Consensus {
                 log: log.clone(),
             },
             log.clone(),
-            StateMachine::new(replica, snapshots.clone()),
+            StateMachine::new(
+                replica,
+                snapshots.clone(),
+                snapshot_due::LogSinceSnapshot::new(ask_snapshot),
+            ),
         )
         .await
         .map_err(|e| raft_err(&e))?;
+        tokio::spawn(snapshot_when_asked(raft.clone(), snapshot_asked));
         let recovery = rejoin::Recovery::open(&options.data_dir);
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
         let voter = options.members.iter().any(|m| m.id == node_id && m.voter);
@@ -1064,6 +1073,16 @@ impl Consensus {
 }
 
 /// Keeps the committed index the handshakes carry up to date.
+/// Takes the snapshots the state machine finds due before snapCount (`snapshot_due.rs`),
+/// until openraft stops and drops the state machine, and with it the sender.
+async fn snapshot_when_asked(raft: Raft<WardenRaft, StateMachine>, mut asked: mpsc::Receiver<()>) {
+    while asked.recv().await.is_some() {
+        if raft.trigger().snapshot().await.is_err() {
+            return;
+        }
+    }
+}
+
 async fn track_committed(raft: Raft<WardenRaft, StateMachine>, committed: network::Committed) {
     let mut metrics = raft.metrics();
     loop {

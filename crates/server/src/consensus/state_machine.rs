@@ -13,6 +13,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use warden_state::{State, snapshot};
 
+use super::snapshot_due::LogSinceSnapshot;
 use super::snapshot_store::{Snapshot, SnapshotStore, StateBytes};
 use super::types::{Applied, WardenRaft};
 use crate::replica::Replica;
@@ -23,15 +24,21 @@ pub struct StateMachine {
     applied: Option<LogIdOf<WardenRaft>>,
     membership: StoredMembershipOf<WardenRaft>,
     store: SnapshotStore,
+    log_since_snapshot: LogSinceSnapshot,
 }
 
 impl StateMachine {
-    pub fn new(replica: Arc<Mutex<Replica>>, store: SnapshotStore) -> StateMachine {
+    pub fn new(
+        replica: Arc<Mutex<Replica>>,
+        store: SnapshotStore,
+        log_since_snapshot: LogSinceSnapshot,
+    ) -> StateMachine {
         StateMachine {
             replica,
             applied: None,
             membership: StoredMembershipOf::<WardenRaft>::default(),
             store,
+            log_since_snapshot,
         }
     }
 
@@ -104,7 +111,14 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
                 let now = Instant::now();
                 replica.entering_term(log_id.leader_id.term);
                 let zxid = match &entry.payload {
-                    EntryPayload::Normal(proposal) => replica.apply(proposal, now),
+                    EntryPayload::Normal(proposal) => {
+                        let zxid = replica.apply(proposal, now);
+                        self.log_since_snapshot.applied(
+                            proposal.encoded().len() as u64,
+                            replica.state().tree().approximate_data_size(),
+                        );
+                        zxid
+                    }
                     EntryPayload::Membership(m) => {
                         self.membership =
                             StoredMembershipOf::<WardenRaft>::new(Some(log_id), m.clone());
@@ -126,6 +140,7 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // The copy is taken here, on the apply path, so it matches `applied` exactly; the
         // encoding and the write happen in `build_snapshot` while applies go on.
+        self.log_since_snapshot.snapshotted();
         let replica = self.replica();
         let copying = Instant::now();
         let state = replica.state().clone();
@@ -185,6 +200,7 @@ impl RaftStateMachine<WardenRaft> for StateMachine {
         }
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
+        self.log_since_snapshot.snapshotted();
         Ok(())
     }
 
