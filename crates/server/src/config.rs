@@ -121,6 +121,9 @@ pub struct Limits {
 pub struct Snapshots {
     /// Transactions between two snapshots (ZooKeeper's snapCount).
     pub interval_txns: u64,
+    /// Bytes of log since the last snapshot at which the next one is due, whatever the count
+    /// of transactions; 0 for no such limit (ZooKeeper's snapSizeLimitInKb, in bytes).
+    pub log_bytes_max: u64,
     /// Take a snapshot at a clean stop (SIGTERM, SIGINT) when entries were applied since the
     /// last one, so that the next start loads it and replays no log (ClickHouse Keeper's
     /// `create_snapshot_on_exit`). A crash still restarts from the last snapshot and the log.
@@ -703,6 +706,7 @@ impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
             interval_txns: 100_000,
+            log_bytes_max: 4 << 30,
             on_exit: true,
         }
     }
@@ -1156,6 +1160,7 @@ mod tests {
             },
             snapshots: Snapshots {
                 interval_txns: 5_000,
+                log_bytes_max: 1 << 20,
                 on_exit: false,
             },
             purge: Purge {

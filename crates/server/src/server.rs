@@ -483,6 +483,7 @@ impl Server {
                 log_dir: config.resolved_log_dir().join("log"),
                 snapshot_dir: config.data_dir.join("snapshots"),
                 snapshot_interval_txns: config.snapshots.interval_txns,
+                snapshot_log_bytes_max: config.snapshots.log_bytes_max,
                 snapshot_on_exit: config.snapshots.on_exit,
                 snapshots_retained_count: config.purge.snapshots_retained_count,
                 tick_time_ms: config.tick_time_ms,

@@ -411,6 +411,11 @@ impl<'a> Reader<'a> {
                     txns as u64
                 };
             }
+            "snapSizeLimitInKb" => {
+                // Long.getLong: a non-positive value turns the limit off.
+                let kib = self.decoded_int(p, i64::MIN, i64::MAX)?;
+                self.config.snapshots.log_bytes_max = (kib.max(0) as u64).saturating_mul(1024);
+            }
             "4lw.commands.whitelist" => self.four_letter_words(p),
             "DigestAuthenticationProvider.superDigest" => {
                 if !p.value.contains(':') {
@@ -1151,7 +1156,6 @@ fn is_super_user_key(name: &str) -> bool {
 fn is_zookeeper_tuning(name: &str) -> bool {
     const NAMES: &[&str] = &[
         "preAllocSize",
-        "snapSizeLimitInKb",
         "txnLogSizeLimitInKb",
         "commitLogCount",
         "maxResponseCacheSize",

@@ -174,8 +174,30 @@ async fn a_small_tree_is_snapshotted_once_its_log_outgrows_it() {
     for t in tasks {
         t.await.unwrap();
     }
-    // 10,400 writes, and a tree of a few dozen bytes: a snapshot is due by now. It is
-    // written off the apply path, so it may still be on its way.
+    // 10,400 writes, and a tree of a few dozen bytes: a snapshot is due by now.
+    let index = first_snapshot_index(&warden).await;
+    assert!((10_000..100_000).contains(&index), "{index}");
+}
+
+/// ZooKeeper's snapSizeLimitInKb: a snapshot once the log since the last one holds that many
+/// bytes, however few its transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_taken_once_the_log_reaches_snap_size_limit() {
+    let warden = Warden::start("snapCount=100000\nsnapSizeLimitInKb=64\n");
+    let zk = client(&warden).await;
+    zk.create("/v", b"", &persistent()).await.unwrap();
+    let value = vec![b'v'; 10_000];
+    for _ in 0..10 {
+        zk.set_data("/v", &value, None).await.unwrap();
+    }
+    // The seventh write of 10,000 bytes takes the log past 64 KiB.
+    let index = first_snapshot_index(&warden).await;
+    assert!((7..20).contains(&index), "{index}");
+}
+
+/// The log index of the first snapshot `warden` writes (its file is named by it), waiting
+/// for it: snapshots are written off the apply path.
+async fn first_snapshot_index(warden: &Warden) -> u64 {
     let dir = warden.data_dir().join("snapshots");
     let written = || -> Vec<String> {
         let names = files_in(&dir).into_iter();
@@ -186,13 +208,10 @@ async fn a_small_tree_is_snapshotted_once_its_log_outgrows_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let names = written();
-    let log = warden.log();
-    assert_eq!(names.len(), 1, "{log}");
-    // Named by the index of the last entry it holds.
-    let index: u64 = names[0]
+    assert_eq!(names.len(), 1, "{}", warden.log());
+    names[0]
         .strip_prefix("snapshot-")
         .and_then(|n| n.strip_suffix(".snap"))
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("a snapshot's name: {names:?}"));
-    assert!((10_000..100_000).contains(&index), "{names:?}");
+        .unwrap_or_else(|| panic!("a snapshot's name: {names:?}"))
 }

@@ -71,6 +71,9 @@ pub struct Options {
     pub snapshot_dir: PathBuf,
     /// Committed entries between two snapshots (ZooKeeper's snapCount).
     pub snapshot_interval_txns: u64,
+    /// Bytes of log since the last snapshot at which the next one is due, 0 for no limit
+    /// (ZooKeeper's snapSizeLimitInKb).
+    pub snapshot_log_bytes_max: u64,
     /// Whether a clean stop takes a snapshot first (`snapshots.on_exit`).
     pub snapshot_on_exit: bool,
     pub snapshots_retained_count: u32,
@@ -414,7 +417,7 @@ impl Consensus {
             StateMachine::new(
                 replica,
                 snapshots.clone(),
-                snapshot_due::LogSinceSnapshot::new(ask_snapshot),
+                snapshot_due::LogSinceSnapshot::new(ask_snapshot, options.snapshot_log_bytes_max),
             ),
         )
         .await
@@ -1125,6 +1128,7 @@ mod tests {
             log_dir: dir.join("log"),
             snapshot_dir: dir.join("snapshots"),
             snapshot_interval_txns: 1000,
+            snapshot_log_bytes_max: 0,
             snapshot_on_exit: true,
             snapshots_retained_count: 3,
             tick_time_ms: 200,

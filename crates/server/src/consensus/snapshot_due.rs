@@ -12,6 +12,12 @@
 //! tree's data (paths and values, as `approximateDataSize` counts them) and at least
 //! [`ENTRIES_MIN`] entries. A tree of more than about 60,000 znodes of 100 bytes reaches
 //! snapCount first, so only small trees snapshot sooner, and their snapshots take milliseconds.
+//!
+//! And as in ZooKeeper, once the log since the last one holds `snapshots.log_bytes_max` bytes
+//! (snapSizeLimitInKb, 4 GiB by default), whatever the tree. ZooKeeper draws each server's
+//! threshold at random between half the limit and the limit, so that a quorum's servers do
+//! not all snapshot at once; Warden's servers take their snapshots off the apply path, and
+//! use the limit itself, as they use snapCount itself.
 
 use tokio::sync::mpsc;
 
@@ -25,9 +31,10 @@ pub const ENTRIES_MIN: u64 = 10_000;
 const LOG_TO_DATA: u64 = 4;
 
 /// Whether `entries` entries of `log_bytes` bytes since the last snapshot call for one, with
-/// `data_bytes` of data in the tree.
-fn due(entries: u64, log_bytes: u64, data_bytes: u64) -> bool {
-    entries >= ENTRIES_MIN && log_bytes >= data_bytes.saturating_mul(LOG_TO_DATA)
+/// `data_bytes` of data in the tree and a limit of `log_bytes_max` (0 for none).
+fn due(entries: u64, log_bytes: u64, data_bytes: u64, log_bytes_max: u64) -> bool {
+    let outgrew = entries >= ENTRIES_MIN && log_bytes >= data_bytes.saturating_mul(LOG_TO_DATA);
+    outgrew || (log_bytes_max > 0 && log_bytes >= log_bytes_max)
 }
 
 /// The log applied since the last snapshot, and where to ask for the next one.
@@ -39,16 +46,20 @@ pub struct LogSinceSnapshot {
     /// [`ENTRIES_MIN`] entries until a snapshot's copy is taken.
     asked_at: Option<u64>,
     ask: mpsc::Sender<()>,
+    /// `snapshots.log_bytes_max`.
+    log_bytes_max: u64,
 }
 
 impl LogSinceSnapshot {
     /// Asks for snapshots on `ask`; whoever receives triggers them (`consensus::Consensus`).
-    pub fn new(ask: mpsc::Sender<()>) -> LogSinceSnapshot {
+    /// `log_bytes_max` is `snapshots.log_bytes_max`.
+    pub fn new(ask: mpsc::Sender<()>, log_bytes_max: u64) -> LogSinceSnapshot {
         LogSinceSnapshot {
             entries: 0,
             bytes: 0,
             asked_at: None,
             ask,
+            log_bytes_max,
         }
     }
 
@@ -59,12 +70,12 @@ impl LogSinceSnapshot {
         let asked_lately = self
             .asked_at
             .is_some_and(|at| self.entries < at + ENTRIES_MIN);
-        if !asked_lately && due(self.entries, self.bytes, data_bytes) {
+        if !asked_lately && due(self.entries, self.bytes, data_bytes, self.log_bytes_max) {
             tracing::debug!(
                 entries = self.entries,
                 log_bytes = self.bytes,
                 data_bytes,
-                "snapshot due: the log since the last one outgrew the tree"
+                "snapshot due: the log since the last one outgrew the tree or its limit"
             );
             // Full means a request is already waiting.
             let _ = self.ask.try_send(());
@@ -87,16 +98,24 @@ mod tests {
 
     #[test]
     fn a_snapshot_is_due_when_the_log_outgrows_the_tree_and_not_before_the_minimum() {
-        assert!(!due(ENTRIES_MIN - 1, u64::MAX, 0));
-        assert!(due(ENTRIES_MIN, 4_000, 1_000));
-        assert!(!due(ENTRIES_MIN, 3_999, 1_000));
-        assert!(!due(u64::MAX, u64::MAX - 1, u64::MAX));
+        assert!(!due(ENTRIES_MIN - 1, u64::MAX - 1, 0, 0));
+        assert!(due(ENTRIES_MIN, 4_000, 1_000, 0));
+        assert!(!due(ENTRIES_MIN, 3_999, 1_000, 0));
+        assert!(!due(u64::MAX, u64::MAX - 1, u64::MAX, 0));
+    }
+
+    #[test]
+    fn a_snapshot_is_due_at_the_log_limit_whatever_the_tree_and_the_count() {
+        assert!(due(1, 1 << 20, u64::MAX, 1 << 20));
+        assert!(!due(1, (1 << 20) - 1, u64::MAX, 1 << 20));
+        // 0: no limit.
+        assert!(!due(1, u64::MAX - 1, u64::MAX, 0));
     }
 
     #[test]
     fn it_asks_once_and_again_only_after_as_many_entries_more_until_a_snapshot() {
         let (ask, mut asked) = mpsc::channel(1);
-        let mut log = LogSinceSnapshot::new(ask);
+        let mut log = LogSinceSnapshot::new(ask, 0);
         let apply = |log: &mut LogSinceSnapshot, n: u64| {
             for _ in 0..n {
                 log.applied(100, 10);
@@ -121,7 +140,7 @@ mod tests {
     #[test]
     fn a_large_tree_waits_for_snapcount() {
         let (ask, mut asked) = mpsc::channel(1);
-        let mut log = LogSinceSnapshot::new(ask);
+        let mut log = LogSinceSnapshot::new(ask, 4 << 30);
         // 100,000 creates of 290 bytes into a tree of 100 MB.
         for _ in 0..100_000 {
             log.applied(290, 100_000_000);

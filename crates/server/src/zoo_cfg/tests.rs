@@ -316,6 +316,23 @@ fn session_timeouts() {
 }
 
 #[test]
+fn snap_size_limit_is_in_kib_and_off_when_not_positive() {
+    assert_eq!(config("").snapshots.log_bytes_max, 4 << 30);
+    assert_eq!(
+        config("snapSizeLimitInKb=4194304\n")
+            .snapshots
+            .log_bytes_max,
+        4 << 30
+    );
+    for off in ["0", "-1"] {
+        let c = config(&format!("snapSizeLimitInKb={off}\n"));
+        assert_eq!(c.snapshots.log_bytes_max, 0);
+    }
+    let c = config("snapSizeLimitInKb=9223372036854775807\n");
+    assert_eq!(c.snapshots.log_bytes_max, u64::MAX);
+}
+
+#[test]
 fn zookeeper_system_properties_with_or_without_their_prefix() {
     let digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
     for prefix in ["", "zookeeper."] {
@@ -328,6 +345,7 @@ fn zookeeper_system_properties_with_or_without_their_prefix() {
              {prefix}znode.container.maxPerMinute=600\n\
              {prefix}jute.maxbuffer=0x2000000\n\
              {prefix}snapCount=50000\n\
+             {prefix}snapSizeLimitInKb=2048\n\
              {prefix}maxCnxns=0\n\
              {prefix}globalOutstandingLimit=#3e8\n\
              {prefix}4lw.commands.whitelist=stat, ruok, conf, isro\n\
@@ -343,6 +361,7 @@ fn zookeeper_system_properties_with_or_without_their_prefix() {
         assert!(c.limits.outbound_queue_bytes_per_session_max >= 4 * (32 << 20));
         assert_eq!(c.cluster.peer_frame_bytes_max, 64 << 20);
         assert_eq!(c.snapshots.interval_txns, 50_000);
+        assert_eq!(c.snapshots.log_bytes_max, 2 << 20);
         assert_eq!(c.limits.connections_max, 0);
         assert_eq!(c.limits.outstanding_requests_max, 1000);
         assert_eq!(
