@@ -1075,7 +1075,6 @@ impl Consensus {
     }
 }
 
-/// Keeps the committed index the handshakes carry up to date.
 /// Takes the snapshots the state machine finds due before snapCount (`snapshot_due.rs`),
 /// until openraft stops and drops the state machine, and with it the sender.
 async fn snapshot_when_asked(raft: Raft<WardenRaft, StateMachine>, mut asked: mpsc::Receiver<()>) {
@@ -1086,6 +1085,7 @@ async fn snapshot_when_asked(raft: Raft<WardenRaft, StateMachine>, mut asked: mp
     }
 }
 
+/// Keeps the committed index the handshakes carry up to date.
 async fn track_committed(raft: Raft<WardenRaft, StateMachine>, committed: network::Committed) {
     let mut metrics = raft.metrics();
     loop {
