@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of the project, from a fresh checkout: formatting, lints, the whole
 # workspace's tests (unit, property, golden-vector, model, snapshot, and the integration tests
-# that start real processes), then the compatibility suites: other projects' clients and test
-# suites (kazoo, go-zookeeper, Curator, Curator's own published test suites, zkCli and the C
-# client, ClickHouse) against a real `warden server`, and (all but zkCli) against 3-server
-# clusters of them (Curator's own suites: a representative part unless CURATOR_SUITES=full);
+# that start real processes) and the patched dependencies' own tests (vendor/), then the
+# compatibility suites: other projects' clients and test suites (kazoo, go-zookeeper, Curator,
+# Curator's own published test suites, zkCli and the C client, ClickHouse) against a real
+# `warden server`, and (all but zkCli) against 3-server clusters of them (Curator's own
+# suites: a representative part unless CURATOR_SUITES=full);
 # then the Debian package (scripts/package/test.sh: built, installed into a throwaway root,
 # started as its systemd unit says, upgraded, purged; needs root), then the fault suite's short
 # profile (scripts/faults/run.sh: kills, pauses, partitions and damaged disks on a 3-server
@@ -48,6 +49,11 @@ if (( cargo_tests )); then
   cargo clippy --workspace --all-targets --locked -- -D warnings
   echo "== cargo test"
   cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$log" || status=$?
+  echo "== cargo test, the patched dependencies (vendor/*/PATCHED.md)"
+  for manifest in vendor/*/Cargo.toml; do
+    cargo test --manifest-path "$manifest" --target-dir target/vendor --no-fail-fast 2>&1 \
+      | tee -a "$log" || status=$?
+  done
 fi
 
 if (( compat || package || faults )); then

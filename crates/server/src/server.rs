@@ -27,9 +27,10 @@ use crate::stats::{ServerStats, Summary};
 use crate::tls;
 use crate::zoo_cfg::dynamic::DynamicConfigFiles;
 
-/// How long the log's flush thread waits to gather writes into one fsync. raft-log's own
+/// The longest the log's flush thread waits to gather writes into one fsync. raft-log's own
 /// default (1 ms) is a floor under every write's latency; 100 µs keeps batching under load
-/// (docs/consensus-research.md §4.3).
+/// (docs/consensus-research.md §4.3). The wait follows the load (`LogStore::open`): none
+/// while writes come one at a time, this long when many join each fsync.
 const LOG_FLUSH_WAIT: Duration = Duration::from_micros(100);
 
 /// What every connection and duty of the server shares.

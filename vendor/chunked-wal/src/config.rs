@@ -51,6 +51,15 @@ pub struct Config {
     /// Defaults to 1 millisecond.
     pub flush_batch_wait: Option<Duration>,
 
+    /// Whether the flush worker follows the load rather than always waiting
+    /// `flush_batch_wait` (patched in for Warden, see PATCHED.md).
+    ///
+    /// When true, `flush_batch_wait` is the longest wait: recent batches that
+    /// held one synced write each wait for nothing, larger ones wait in
+    /// proportion, up to the whole `flush_batch_wait`. Writes already queued
+    /// always join the batch. Defaults to false.
+    pub flush_batch_wait_adaptive: Option<bool>,
+
     /// Maximum number of write requests to include in one flush batch.
     ///
     /// Defaults to 2048.
@@ -88,6 +97,7 @@ impl Config {
             chunk_max_size,
             truncate_incomplete_record: None,
             flush_batch_wait: None,
+            flush_batch_wait_adaptive: None,
             flush_batch_max_items: None,
             flush_queue_max_bytes: None,
         }
@@ -116,6 +126,11 @@ impl Config {
     /// Returns the bounded wait before syncing a flush batch.
     pub fn flush_batch_wait(&self) -> Duration {
         self.flush_batch_wait.unwrap_or(DEFAULT_FLUSH_BATCH_WAIT)
+    }
+
+    /// Returns whether the flush batch wait follows the load.
+    pub fn flush_batch_wait_adaptive(&self) -> bool {
+        self.flush_batch_wait_adaptive.unwrap_or(false)
     }
 
     /// Returns the maximum number of write requests in one flush batch.

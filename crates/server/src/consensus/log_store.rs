@@ -317,7 +317,7 @@ pub enum OpenError {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir` for node `node_id`. `flush_wait` is how long the
+    /// Opens (or creates) the log in `dir` for node `node_id`. `flush_wait` is the longest the
     /// flush thread gathers writes into one fsync; an append slower than `slow` to become
     /// durable is counted and logged. Appends to followers fit in `peer_frame_bytes_max`.
     pub async fn open(
@@ -335,6 +335,9 @@ impl LogStore {
         std::fs::create_dir_all(dir).map_err(io_err)?;
         let mut config = raft_log::Config::new(dir.to_string_lossy().to_string());
         config.wal.flush_batch_wait = Some(flush_wait);
+        // A fixed wait delays every write when writers are few and nothing joins it
+        // (vendor/chunked-wal/PATCHED.md): the wait grows with the batches instead.
+        config.wal.flush_batch_wait_adaptive = Some(true);
         // raft-log's defaults cache 100,000 entries (up to 1 GiB) and rotate files at 1 GiB:
         // far more memory than the tree itself for a modest data set, and purging that frees
         // disk only a gigabyte at a time. Applies read entries right after they are appended,

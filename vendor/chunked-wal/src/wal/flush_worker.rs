@@ -9,6 +9,7 @@ use std::sync::Condvar;
 use std::sync::Mutex;
 use std::sync::mpsc::Receiver;
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::mpsc::TryRecvError;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use std::time::Instant;
@@ -20,6 +21,7 @@ use crate::Config;
 use crate::WalTypes;
 use crate::wal::atomic_flush_metrics::AtomicFlushMetrics;
 use crate::wal::batch_metrics::BatchMetrics;
+use crate::wal::batch_wait::BatchWait;
 use crate::wal::callback::Callback;
 use crate::wal::file_entry::FileEntry;
 use crate::wal::file_persisted::ChunkPersisted;
@@ -115,6 +117,7 @@ where W: WalTypes
     metrics: Arc<AtomicFlushMetrics>,
     config: Arc<Config>,
     worker_state: Arc<WorkerState>,
+    batch_wait: BatchWait,
 }
 
 impl<W> FlushWorker<W>
@@ -137,12 +140,17 @@ where W: WalTypes
         metrics: Arc<AtomicFlushMetrics>,
         config: Arc<Config>,
     ) -> Self {
+        let batch_wait = BatchWait::new(
+            config.flush_batch_wait(),
+            config.flush_batch_wait_adaptive(),
+        );
         Self {
             rx,
             files: vec![file_entry],
             metrics,
             config,
             worker_state,
+            batch_wait,
         }
     }
 
@@ -286,31 +294,39 @@ where W: WalTypes
         }
     }
 
-    fn collect_write_batch(&self, batch: &mut WriteBatch<W>) -> Duration {
+    fn collect_write_batch(&mut self, batch: &mut WriteBatch<W>) -> Duration {
         let loop_started_at = Instant::now();
-        let loop_deadline = loop_started_at + self.config.flush_batch_wait();
+        let loop_deadline = loop_started_at + self.batch_wait.wait();
 
         while batch.last_non_flush.is_none()
             && batch.writes.len() < batch.max_size
         {
             let now = Instant::now();
-            if loop_deadline <= now {
-                break;
-            }
-
-            let remaining = loop_deadline - now;
-            match self.rx.recv_timeout(remaining) {
-                Ok(seq_req) => {
-                    if !batch.push_seq_request(seq_req) {
+            let received = if now < loop_deadline {
+                match self.rx.recv_timeout(loop_deadline - now) {
+                    Ok(seq_req) => seq_req,
+                    Err(
+                        RecvTimeoutError::Timeout
+                        | RecvTimeoutError::Disconnected,
+                    ) => break,
+                }
+            } else if self.batch_wait.takes_queued() {
+                match self.rx.try_recv() {
+                    Ok(seq_req) => seq_req,
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
                         break;
                     }
                 }
-                Err(
-                    RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected,
-                ) => break,
+            } else {
+                break;
+            };
+            if !batch.push_seq_request(received) {
+                break;
             }
         }
 
+        self.batch_wait
+            .record(batch.writes.iter().filter(|w| w.write.sync).count());
         loop_started_at.elapsed()
     }
 
@@ -463,6 +479,7 @@ mod tests {
     use crate::Config;
     use crate::WalTypes;
     use crate::wal::atomic_flush_metrics::AtomicFlushMetrics;
+    use crate::wal::batch_wait::BatchWait;
     use crate::wal::flush_request::SeqRequest;
     use crate::wal::flush_request::WorkerRequest;
     use crate::wal::flush_request::WriteRequest;
@@ -491,6 +508,10 @@ mod tests {
             rx,
             files: Vec::new(),
             metrics: Arc::new(AtomicFlushMetrics::default()),
+            batch_wait: BatchWait::new(
+                config.flush_batch_wait(),
+                config.flush_batch_wait_adaptive(),
+            ),
             config: Arc::new(config),
             worker_state: Arc::new(WorkerState::new(1024)),
         }
@@ -547,7 +568,7 @@ mod tests {
     #[test]
     fn test_collect_write_batch_stops_at_deadline() {
         let (_tx, rx) = sync_channel(1);
-        let worker = worker(rx, Duration::ZERO);
+        let mut worker = worker(rx, Duration::ZERO);
         let mut batch = WriteBatch::new(8);
         assert!(batch.push_seq_request(write_request(1)));
 
@@ -556,6 +577,24 @@ mod tests {
         assert_eq!(1, batch.writes.len());
         assert_eq!(1, batch.max_seq);
         assert!(batch.last_non_flush.is_none());
+    }
+
+    #[test]
+    fn test_adaptive_collect_takes_queued_writes_without_waiting() {
+        let (tx, rx) = sync_channel(4);
+        tx.send(write_request(2)).unwrap();
+        tx.send(write_request(3)).unwrap();
+        let mut worker = worker(rx, Duration::from_secs(10));
+        worker.batch_wait = BatchWait::new(Duration::from_secs(10), true);
+        let mut batch = WriteBatch::new(8);
+        assert!(batch.push_seq_request(write_request(1)));
+
+        let waited = worker.collect_write_batch(&mut batch);
+
+        assert_eq!(3, batch.writes.len());
+        assert_eq!(3, batch.max_seq);
+        assert!(waited < Duration::from_secs(5), "{:?}", waited);
+        drop(tx);
     }
 
     #[test]
@@ -570,7 +609,7 @@ mod tests {
         })
         .unwrap();
 
-        let worker = worker(rx, Duration::from_secs(1));
+        let mut worker = worker(rx, Duration::from_secs(1));
         let mut batch = WriteBatch::new(8);
         assert!(batch.push_seq_request(write_request(1)));
 

@@ -4,6 +4,7 @@ pub mod wal_record;
 
 pub(crate) mod atomic_flush_metrics;
 pub(crate) mod batch_metrics;
+pub(crate) mod batch_wait;
 mod chunked_wal;
 mod closed_chunk_reader;
 pub(crate) mod file_entry;
