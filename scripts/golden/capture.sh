@@ -47,9 +47,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+source "$REPO/scripts/lib/ports.sh"
 
 wait_for() { # <seconds> <description> <command...>
   local secs=$1 what=$2; shift 2

@@ -152,14 +152,7 @@ IN() { if [[ -n "$ROOT" ]]; then chroot "$ROOT" "$@"; else "$@"; fi; }
 UNIT=/lib/systemd/system/warden.service
 unit_value() { sed -n "s/^$1=//p" "$ROOT$UNIT" | tail -n1; }
 
-free_port() {
-  local port
-  for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
-  done
-  return 1
-}
+source "$REPO/scripts/lib/ports.sh"
 # four_letter PORT WORD: the server's answer.
 four_letter() {
   local answer

@@ -217,31 +217,17 @@ leader_id() {   # the id of the server whose srvr says Mode: leader (empty if no
 }
 
 # ---- free ports --------------------------------------------------------------------------------
-declare -A USED_PORTS=()
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 30000))
-    [[ -n "${USED_PORTS[$p]:-}" ]] && continue
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
-    if command -v ss >/dev/null 2>&1 && [[ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]]; then continue; fi
-    USED_PORTS[$p]=1
-    echo "$p"
-    return
-  done
-}
-# Called in the current shell (not in $(...)) so that USED_PORTS remembers every port.
-alloc_port() { local -n _out=$1; _out="$(free_port)"; USED_PORTS[$_out]=1; }
+source "$REPO/scripts/lib/ports.sh"
 
 for node in a b; do
-  alloc_port TCP[$node]
-  alloc_port HTTP[$node]
-  alloc_port INTERSERVER[$node]
+  take_port TCP[$node]
+  take_port HTTP[$node]
+  take_port INTERSERVER[$node]
 done
 
 # ---- server under test -------------------------------------------------------------------------
 if [[ "$MODE" == standalone ]]; then
-  alloc_port ZK_PORT
+  take_port ZK_PORT
   mkdir -p "$RUN_DIR/coord/data"
   cat >"$RUN_DIR/coord/zoo.cfg" <<EOF
 tickTime=2000
@@ -267,9 +253,9 @@ else
   declare -A QUORUM=() ELECTION=()
   servers=""
   for id in 1 2 3; do
-    alloc_port COORD_PORT[$id]
-    alloc_port QUORUM[$id]
-    alloc_port ELECTION[$id]
+    take_port COORD_PORT[$id]
+    take_port QUORUM[$id]
+    take_port ELECTION[$id]
     servers+="server.$id=127.0.0.1:${QUORUM[$id]}:${ELECTION[$id]}"$'\n'
   done
   ZK_NODES=()

@@ -103,21 +103,7 @@ source "$REPO/scripts/compat/maven.sh"
 # 1. Install.
 maven_install
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-TAKEN=" "
-free_port() {   # a free port not handed out before in this run
-  local candidate
-  for _ in $(seq 1 100); do
-    candidate=$((20000 + RANDOM % 30000))
-    if [[ "$TAKEN" != *" $candidate "* ]] && port_free "$candidate"; then
-      TAKEN+="$candidate "
-      echo "$candidate"
-      return 0
-    fi
-  done
-  echo "run.sh: no free port found" >&2
-  return 1
-}
+source "$REPO/scripts/lib/ports.sh"
 # ZooKeeper reads the container check interval only as a JVM system property.
 export ZK_JVM_OPTS="${ZK_JVM_OPTS:-} -Dznode.container.checkIntervalMs=$CONTAINER_CHECK_MS"
 export ZK_HEAP="${ZK_HEAP:-512m}"
@@ -164,7 +150,7 @@ BROKEN=0
 if [[ "$RUNS" == *standalone* ]]; then
   SERVER_LOG="$WORK/server.log"
   PORT="${CURATOR_PORT:-}"
-  [[ -n "$PORT" ]] || PORT="$(free_port)"
+  [[ -n "$PORT" ]] || take_port PORT
   mkdir -p "$WORK/data"
   { common_cfg; echo "dataDir=$WORK/data"; echo "clientPort=$PORT"; } >"$WORK/zoo.cfg"
   echo "== starting $COMPAT_SERVER on 127.0.0.1:$PORT"
@@ -183,7 +169,7 @@ fi
 cluster_start() {
   local dir="$1" i ports=() quorum=() election=() servers="" cmd
   for i in 1 2 3; do
-    ports[i]="$(free_port)" quorum[i]="$(free_port)" election[i]="$(free_port)"
+    take_port "ports[$i]"; take_port "quorum[$i]"; take_port "election[$i]"
     servers+="server.$i=127.0.0.1:${quorum[i]}:${election[i]}"$'\n'
   done
   CLUSTER_PIDS=() CLUSTER_CFGS=() CLUSTER_SPEC="" CLUSTER_CONNECT=""

@@ -240,16 +240,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 
 # ---- free port ---------------------------------------------------------------------------------
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 30000))
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
-    if command -v ss >/dev/null 2>&1 && [[ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]]; then continue; fi
-    echo "$p"
-    return
-  done
-}
+source "$REPO/scripts/lib/ports.sh"
 
 # ---- installation ------------------------------------------------------------------------------
 JAVA_OK=0
