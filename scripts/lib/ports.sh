@@ -20,6 +20,10 @@ free_port() {
     read -r _ low </proc/sys/net/ipv4/ip_local_port_range
     low=$((low + 1)) high=65536
   fi
+  if ((high < low + 1000)); then
+    echo "free_port: the ephemeral ports leave too few others ($low-$((high - 1)))" >&2
+    return 1
+  fi
   for _ in $(seq 1 200); do
     p=$((low + RANDOM % (high - low)))
     if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then continue; fi
