@@ -333,6 +333,8 @@ pub struct DataTree {
     free: NodeId,
     /// The (parent, name) index: each node's id, found by the hash of its parent and name.
     index: ShardedTable<NodeId>,
+    /// The index hash's key, random for each tree ([`child_hash`]).
+    index_key: u64,
     /// Lists of children too long for their parent's node.
     long_lists: LongLists,
     acls: Arc<AclTable>,
@@ -419,15 +421,29 @@ pub(crate) fn node_digest(
 /// first create or delete in a shard after a clone copies ~20 KiB.
 const INDEX_SHARDS: usize = 256;
 
-fn child_hash(parent: NodeId, name: &[u8]) -> u64 {
-    xxh3_64_with_seed(name, u64::from(parent))
+/// The index's hash of a child's name under its parent, keyed by `key`, random for each tree:
+/// names are the clients' to choose, and with a key they can know, one client could pick
+/// millions of names that share a bucket and make every lookup under that parent walk them.
+/// xxh3 with the key as its seed rather than a keyed PRF such as SipHash: several times
+/// faster on the short names znodes have, and though xxh3 is no PRF, the key never leaves the
+/// process and no reply depends on the hash (a list of children's order does not), so a
+/// client has nothing to learn it from but timing.
+fn child_hash(key: u64, parent: NodeId, name: &[u8]) -> u64 {
+    xxh3_64_with_seed(name, key ^ u64::from(parent))
+}
+
+/// A fresh key for a tree's index.
+fn index_key() -> u64 {
+    let mut key = [0; 8];
+    getrandom::fill(&mut key).expect("the OS gives random bytes");
+    u64::from_le_bytes(key)
 }
 
 /// The index's hash of a stored node, read back for the index to move it between tables.
-fn indexed_hash(nodes: &Arena<Node>) -> impl Fn(&NodeId) -> u64 + '_ {
-    |&id| {
+fn indexed_hash(key: u64, nodes: &Arena<Node>) -> impl Fn(&NodeId) -> u64 + '_ {
+    move |&id| {
         let n = nodes.get(id);
-        child_hash(n.parent, n.name_bytes())
+        child_hash(key, n.parent, n.name_bytes())
     }
 }
 
@@ -463,6 +479,7 @@ impl DataTree {
             nodes,
             free: NO_FREE,
             index,
+            index_key: index_key(),
             long_lists: LongLists::default(),
             acls: Arc::new(acls),
             ephemerals: Default::default(),
@@ -516,10 +533,12 @@ impl DataTree {
     pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
         let nodes = &self.nodes;
         let name = name.as_bytes();
-        let found = self.index.find(child_hash(parent, name), |&c| {
-            let n = nodes.get(c);
-            n.parent == parent && n.name_bytes() == name
-        });
+        let found = self
+            .index
+            .find(child_hash(self.index_key, parent, name), |&c| {
+                let n = nodes.get(c);
+                n.parent == parent && n.name_bytes() == name
+            });
         found.copied()
     }
 
@@ -672,13 +691,13 @@ impl DataTree {
         let nodes = &self.nodes;
         let name_bytes = name.as_bytes();
         let added = self.index.insert_new(
-            child_hash(parent, name_bytes),
+            child_hash(self.index_key, parent, name_bytes),
             id,
             |&c| {
                 let n = nodes.get(c);
                 n.parent == parent && n.name_bytes() == name_bytes
             },
-            indexed_hash(nodes),
+            indexed_hash(self.index_key, nodes),
         );
         if !added {
             return None;
@@ -771,10 +790,12 @@ impl DataTree {
             t.long_lists.remove(p, id, &mut pn.children);
             pn.pzxid = pn.pzxid.max(zxid);
         });
-        let hash = child_hash(parent, self.nodes.get(id).name_bytes());
-        let removed = self
-            .index
-            .remove(hash, |&c| c == id, indexed_hash(&self.nodes));
+        let hash = child_hash(self.index_key, parent, self.nodes.get(id).name_bytes());
+        let removed = self.index.remove(
+            hash,
+            |&c| c == id,
+            indexed_hash(self.index_key, &self.nodes),
+        );
         assert_eq!(removed, Some(id), "indexed node");
         // A free slot: no parent, and the previous head of the free list in place of an ACL.
         let node = std::mem::replace(
@@ -1037,6 +1058,21 @@ mod tests {
         assert_eq!(t.node(a).stat().pzxid, 3);
         assert_eq!(t.node(a).stat().cversion, 1);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn each_tree_keys_its_index_apart_and_a_clone_keeps_the_key() {
+        let mut t = DataTree::new();
+        let a = t.create("/", ROOT, "a", None, &Acl::open(), stat(1), 1);
+        let mut c = t.clone();
+        assert_eq!(c.index_key, t.index_key);
+        let b = c.create("/a", a, "b", None, &Acl::open(), stat(2), 1);
+        assert_eq!(c.lookup("/a/b"), Some(b));
+        assert_eq!(c.lookup("/a"), Some(a));
+        // A fixed key would give every tree the same: 64 random bits collide almost never.
+        let keys: std::collections::HashSet<u64> =
+            (0..8).map(|_| DataTree::new().index_key).collect();
+        assert_eq!(keys.len(), 8);
     }
 
     #[test]
