@@ -25,6 +25,7 @@ use codeq::Decode;
 use codeq::OffsetSize;
 use codeq::error_context_ext::ErrorContextExt;
 use log::error;
+use log::info;
 use log::warn;
 use record_iterator::RecordIterator;
 
@@ -133,16 +134,30 @@ impl<Rec> Chunk<Rec> {
         self.global_offsets.push(last + size);
     }
 
+    /// How a chunk file is opened for reading and writing.
+    ///
+    /// Reads are positional. Without preallocation, append mode keeps every
+    /// write at the end of the file regardless of this file description's
+    /// cursor. A preallocated file's end is past its records, so the flush
+    /// worker writes each batch at its offset instead (`write_batch_at`),
+    /// which on Linux append mode would ignore.
+    pub(crate) fn chunk_file_options(config: &Config) -> OpenOptions {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        if config.preallocate_chunks() {
+            options.write(true);
+        } else {
+            options.append(true);
+        }
+        options
+    }
+
     pub fn open_chunk_file(
         config: &Config,
         chunk_id: ChunkId,
     ) -> Result<File, io::Error> {
         let path = config.chunk_path(chunk_id);
-        // Reads are positional, and append mode keeps every write at the end
-        // of the file regardless of this file description's cursor.
-        let f = OpenOptions::new()
-            .read(true)
-            .append(true)
+        let f = Self::chunk_file_options(config)
             .open(path)
             .context(|| format!("open {}", chunk_id))?;
 
@@ -224,14 +239,29 @@ where Rec: Decode + 'static
             format_pad9_u64(global_offset),
             chunk_id
         );
+
+        let can_truncate =
+            config.truncate_incomplete_record() && allow_truncate;
+
+        // A preallocated chunk ends in zeros its records never reached: the
+        // open chunk always, a closed one if a crash came before its cut to
+        // its records was durable. Either is the normal end of a chunk, not
+        // damage. Cutting a closed one is safe: opening checks that the next
+        // chunk starts where its records end, so zeros that hid lost records
+        // are still refused.
+        if config.preallocate_chunks()
+            && config.truncate_incomplete_record()
+            && Self::zeros_from(&file, global_offset - chunk_id.offset())?
+        {
+            info!("End of records {at}; truncating the preallocated rest");
+            return Ok(true);
+        }
+
         error!(
             "Error reading record {at}: {}, error kind: {:?}; trying to recover...",
             io_err,
             io_err.kind()
         );
-
-        let can_truncate =
-            config.truncate_incomplete_record() && allow_truncate;
 
         // UnexpectedEof: incomplete record, can truncate if enabled
         if io_err.kind() == io::ErrorKind::UnexpectedEof {
@@ -275,7 +305,7 @@ where Rec: Decode + 'static
     /// space may have been zero-filled.
     pub(crate) fn verify_trailing_zeros(
         file: Arc<File>,
-        mut start_offset: u64,
+        start_offset: u64,
         chunk_id: ChunkId,
     ) -> Result<bool, io::Error> {
         let file_size = file.metadata()?.len();
@@ -303,29 +333,43 @@ where Rec: Decode + 'static
             );
         }
 
-        const READ_CHUNK_SIZE: usize = 1024; // 1KB
+        match Self::first_non_zero(&file, start_offset)? {
+            Some(offset) => {
+                error!(
+                    "Non-zero byte detected at offset {} in chunk {}",
+                    offset, chunk_id
+                );
+                Ok(false)
+            }
+            None => Ok(true),
+        }
+    }
+
+    /// Whether the file holds only zeros from `start_offset` to its end.
+    fn zeros_from(file: &File, start_offset: u64) -> Result<bool, io::Error> {
+        Ok(Self::first_non_zero(file, start_offset)?.is_none())
+    }
+
+    /// The offset of the first non-zero byte at or after `start_offset`.
+    fn first_non_zero(
+        file: &File,
+        mut start_offset: u64,
+    ) -> Result<Option<u64>, io::Error> {
+        const READ_CHUNK_SIZE: usize = 64 * 1024;
         let mut buffer = vec![0u8; READ_CHUNK_SIZE];
 
         loop {
             let n = file.read_at(&mut buffer, start_offset)?;
             if n == 0 {
-                break;
+                return Ok(None);
             }
 
-            for (i, byt) in buffer.iter().enumerate().take(n) {
-                if *byt != 0 {
-                    error!(
-                        "Non-zero byte detected at offset {} in chunk {}",
-                        start_offset + i as u64,
-                        chunk_id
-                    );
-                    return Ok(false);
-                }
+            if let Some(i) = buffer[..n].iter().position(|b| *b != 0) {
+                return Ok(Some(start_offset + i as u64));
             }
 
             start_offset += n as u64;
         }
-        Ok(true)
     }
 
     #[allow(clippy::type_complexity)]

@@ -70,11 +70,10 @@ impl BatchWait {
         if let BatchWait::Adaptive {
             recent_sync_writes, ..
         } = self
+            && sync_writes > 0
         {
-            if sync_writes > 0 {
-                *recent_sync_writes +=
-                    (sync_writes as f64 - *recent_sync_writes) * NEWEST_WEIGHT;
-            }
+            *recent_sync_writes +=
+                (sync_writes as f64 - *recent_sync_writes) * NEWEST_WEIGHT;
         }
     }
 }

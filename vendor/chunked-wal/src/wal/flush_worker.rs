@@ -2,6 +2,7 @@ use std::fs::File;
 use std::io;
 use std::io::IoSlice;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::os::unix::fs::MetadataExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -118,6 +119,8 @@ where W: WalTypes
     config: Arc<Config>,
     worker_state: Arc<WorkerState>,
     batch_wait: BatchWait,
+    /// Small records gathered for one positional write (`write_batch_at`).
+    gathered: Vec<u8>,
 }
 
 impl<W> FlushWorker<W>
@@ -151,6 +154,7 @@ where W: WalTypes
             config,
             worker_state,
             batch_wait,
+            gathered: Vec::new(),
         }
     }
 
@@ -226,8 +230,17 @@ where W: WalTypes
                 }
 
                 let write_start = Instant::now();
-                let write_res =
-                    write_batch_vectored(&mut last_file, &batch.writes);
+                let write_res = if self.config.preallocate_chunks() {
+                    let file = self.files.last().unwrap();
+                    write_batch_at(
+                        &file.f,
+                        file.starting_offset,
+                        &batch.writes,
+                        &mut self.gathered,
+                    )
+                } else {
+                    write_batch_vectored(&mut last_file, &batch.writes)
+                };
                 batch_metrics.record_write_time(write_start);
 
                 let need_sync = batch.writes.iter().any(|w| w.write.sync);
@@ -337,6 +350,11 @@ where W: WalTypes
         match req {
             WorkerRequest::AppendFile(file_entry) => {
                 info!("FlushWorker: AppendFile: {}", file_entry);
+                if self.config.preallocate_chunks()
+                    && let Some(closed) = self.files.last()
+                {
+                    cut_to_records(closed, file_entry.starting_offset)?;
+                }
                 self.files.push(file_entry);
             }
             WorkerRequest::Write(_) => {
@@ -437,6 +455,97 @@ where
     Ok(())
 }
 
+/// Writes a batch's records at their places in `file`, a chunk whose first
+/// byte is the log's offset `file_start`: its preallocated end lies past its
+/// records, so appending would put them after the reserved space. Records
+/// that follow each other are gathered into `gathered` for one write, up to
+/// [`GATHER_BYTES_MAX`]; a larger one is written where it lies.
+fn write_batch_at<W>(
+    file: &File,
+    file_start: u64,
+    writes: &[QueuedWrite<W>],
+    gathered: &mut Vec<u8>,
+) -> Result<(), io::Error>
+where
+    W: WalTypes,
+{
+    gathered.clear();
+    // Where in the file `gathered` belongs.
+    let mut gathered_at = 0;
+
+    for w in writes {
+        let data = &w.write.data;
+        if data.is_empty() {
+            continue;
+        }
+        let at = w
+            .write
+            .upto_offset
+            .checked_sub(data.len() as u64)
+            .and_then(|start| start.checked_sub(file_start))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "a write of {} bytes up to offset {} starts before \
+                         its chunk at {}",
+                        data.len(),
+                        w.write.upto_offset,
+                        file_start
+                    ),
+                )
+            })?;
+
+        let follows = gathered_at + gathered.len() as u64 == at;
+        if !gathered.is_empty()
+            && (!follows || gathered.len() + data.len() > GATHER_BYTES_MAX)
+        {
+            file.write_all_at(gathered, gathered_at)?;
+            gathered.clear();
+        }
+        if data.len() > GATHER_BYTES_MAX {
+            file.write_all_at(data, at)?;
+            continue;
+        }
+        if gathered.is_empty() {
+            gathered_at = at;
+        }
+        gathered.extend_from_slice(data);
+    }
+
+    if !gathered.is_empty() {
+        file.write_all_at(gathered, gathered_at)?;
+        gathered.clear();
+    }
+    Ok(())
+}
+
+/// Records gathered for one positional write at most, so the buffer stays
+/// small whatever the batch.
+const GATHER_BYTES_MAX: usize = 256 * 1024;
+
+/// Cuts a closed preallocated chunk back to its records, which end at the
+/// log's offset `end` (where the next chunk starts). Its next fsync, which
+/// `sync_data_files` makes before the next chunk's, makes the cut durable;
+/// until then recovery cuts it again (`Chunk::handle_record_error`). An
+/// fsync here would hold up the writes waiting for the next batch.
+fn cut_to_records<W>(closed: &FileEntry<W>, end: u64) -> Result<(), io::Error>
+where W: WalTypes {
+    let len = end.checked_sub(closed.starting_offset).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the next chunk at {} starts before the closed one at {}",
+                end, closed.starting_offset
+            ),
+        )
+    })?;
+    if closed.f.metadata()?.len() > len {
+        closed.f.set_len(len)?;
+    }
+    Ok(())
+}
+
 /// Writes every slice, resuming a partial write in place.
 ///
 /// `IoSlice::advance_slices` trims the already-written prefix from the front
@@ -514,6 +623,7 @@ mod tests {
             ),
             config: Arc::new(config),
             worker_state: Arc::new(WorkerState::new(1024)),
+            gathered: Vec::new(),
         }
     }
 

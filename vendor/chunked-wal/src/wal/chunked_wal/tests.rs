@@ -937,3 +937,167 @@ fn test_worker_failure_wakes_waiter_and_fails_later_waits()
 
     Ok(())
 }
+
+fn preallocated_config() -> (tempfile::TempDir, Config) {
+    let (td, mut config) = temp_config();
+    config.preallocate_chunks = Some(true);
+    config.chunk_max_size = Some(4096);
+    (td, config)
+}
+
+fn file_len(config: &Config, chunk_id: ChunkId) -> Result<u64, io::Error> {
+    Ok(std::fs::metadata(config.chunk_path(chunk_id))?.len())
+}
+
+#[test]
+fn test_preallocated_chunk_recovers_its_records_and_drops_the_zeros()
+-> Result<(), io::Error> {
+    let (_td, config) = preallocated_config();
+
+    let (chunk_id, records_len) = {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (mut wal, mut sm) = open_wal(&config, calls)?;
+
+        append_action(&mut wal, &mut sm, "a")?;
+        append_action(&mut wal, &mut sm, "b")?;
+        sync_flush(&mut wal)?;
+        append_action(&mut wal, &mut sm, "c")?;
+        sync_flush(&mut wal)?;
+
+        let chunk_id = wal.open.chunk.chunk_id();
+        assert_eq!(4096, file_len(&config, chunk_id)?);
+        (chunk_id, wal.open.chunk.chunk_size())
+    };
+
+    {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (mut wal, mut sm) = open_wal(&config, calls)?;
+
+        assert_eq!(vec!["a", "b", "c"], sm.values);
+        assert_eq!(records_len, file_len(&config, chunk_id)?);
+        assert_eq!(Some(4096), wal.last_closed_chunk_truncated_file_size());
+        // Appends go on in a new preallocated chunk.
+        assert_ne!(chunk_id, wal.open.chunk.chunk_id());
+        assert_eq!(4096, file_len(&config, wal.open.chunk.chunk_id())?);
+
+        append_action(&mut wal, &mut sm, "d")?;
+        sync_flush(&mut wal)?;
+    }
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let (_wal, sm) = open_wal(&config, calls)?;
+    assert_eq!(vec!["a", "b", "c", "d"], sm.values);
+
+    Ok(())
+}
+
+#[test]
+fn test_preallocated_rotation_cuts_the_closed_chunk_to_its_records()
+-> Result<(), io::Error> {
+    let (_td, mut config) = preallocated_config();
+    config.chunk_max_records = Some(3);
+
+    {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (mut wal, mut sm) = open_wal(&config, calls)?;
+
+        for v in ["a", "b", "c", "d", "e"] {
+            append_action(&mut wal, &mut sm, v)?;
+        }
+        sync_flush(&mut wal)?;
+
+        assert_eq!(2, wal.closed.len());
+        for (chunk_id, closed) in &wal.closed {
+            assert_eq!(
+                closed.chunk.chunk_size(),
+                file_len(&config, *chunk_id)?
+            );
+        }
+        assert_eq!(4096, file_len(&config, wal.open.chunk.chunk_id())?);
+    }
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let (_wal, sm) = open_wal(&config, calls)?;
+    assert_eq!(vec!["a", "b", "c", "d", "e"], sm.values);
+
+    Ok(())
+}
+
+#[test]
+fn test_preallocated_writes_land_at_their_offsets_whatever_the_cursor()
+-> Result<(), io::Error> {
+    let (_td, mut config) = preallocated_config();
+    // Records larger than the chunk's reservation and than one gathered
+    // write go past the preallocated end and are written where they lie.
+    config.chunk_max_size = Some(64);
+    let big = "x".repeat(300 * 1024);
+
+    {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (mut wal, mut sm) = open_wal(&config, calls)?;
+
+        append_action(&mut wal, &mut sm, "a")?;
+        sync_flush(&mut wal)?;
+
+        let mut writer_file: &std::fs::File = &wal.open.chunk.f;
+        writer_file.seek(io::SeekFrom::Start(0))?;
+
+        wal.append(&action("b"))?;
+        wal.append(&action(&big))?;
+        wal.append(&action("c"))?;
+        sync_flush(&mut wal)?;
+    }
+
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let (_wal, sm) = open_wal(&config, calls)?;
+    assert_eq!(vec!["a", "b", big.as_str(), "c"], sm.values);
+
+    Ok(())
+}
+
+#[test]
+fn test_preallocated_closed_chunk_left_uncut_by_a_crash_is_cut_on_reopen()
+-> Result<(), io::Error> {
+    let (_td, mut config) = preallocated_config();
+    config.chunk_max_records = Some(3);
+
+    let (first, last_record_at) = {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (mut wal, mut sm) = open_wal(&config, calls)?;
+        for v in ["a", "b", "c", "d", "e"] {
+            append_action(&mut wal, &mut sm, v)?;
+        }
+        sync_flush(&mut wal)?;
+        let (first, closed) = wal.closed.first_key_value().unwrap();
+        let last = closed.chunk.last_segment();
+        (*first, last.offset().0 - first.offset())
+    };
+
+    // The crash came after the next chunk's records reached the disk but
+    // before the cut of this one did.
+    let records_len = file_len(&config, first)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(config.chunk_path(first))?
+        .set_len(4096)?;
+
+    {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (_wal, sm) = open_wal(&config, calls)?;
+        assert_eq!(vec!["a", "b", "c", "d", "e"], sm.values);
+        assert_eq!(records_len, file_len(&config, first)?);
+    }
+
+    // Zeros where records were are not the preallocated rest: the next
+    // chunk no longer starts where this one's records end.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(config.chunk_path(first))?;
+    let zeros = vec![0; (records_len - last_record_at) as usize];
+    std::os::unix::fs::FileExt::write_all_at(&f, &zeros, last_record_at)?;
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let err = open_wal(&config, calls).unwrap_err();
+    assert!(err.to_string().contains("Gap between chunks"), "{err}");
+
+    Ok(())
+}
