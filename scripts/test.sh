@@ -57,7 +57,7 @@ if (( cargo_tests )); then
 fi
 
 if (( compat || package || faults )); then
-  echo "== build the server under test"
+  echo "== build the server under test ($(df -h --output=avail . | tail -n 1 | tr -d ' ') of disk free)"
   cargo build --release --locked -p warden
   export WARDEN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/warden"
 fi
