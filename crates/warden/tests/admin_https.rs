@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use support::http::{self, Reply};
 use support::pki::Pki;
-use support::servers::temp_dir;
 use support::warden::Warden;
 
 fn pki() -> Pki {
-    let pki = Pki::empty(&temp_dir("admin-https-pki"));
+    let pki = Pki::scratch("admin-https-pki");
     pki.ca("ca", "Admin CA");
     std::fs::write(pki.path("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
     std::fs::write(pki.path("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
@@ -100,9 +99,10 @@ fn need_client_auth_refuses_clients_without_a_certificate() {
 
 #[test]
 fn https_without_the_quorum_key_store_is_a_start_error() {
+    let dir = write_cfg("admin.forceHttps=true\n");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["server", "--check-config", "--zoo-cfg"])
-        .arg(write_cfg("admin.forceHttps=true\n"))
+        .arg(dir.path().join("zoo.cfg"))
         .output()
         .unwrap();
     let text =
@@ -111,16 +111,19 @@ fn https_without_the_quorum_key_store_is_a_start_error() {
     assert!(text.contains("ssl.quorum.keyStore.location"), "{text}");
 }
 
-fn write_cfg(lines: &str) -> std::path::PathBuf {
-    let dir = temp_dir("admin-https-cfg");
-    let path = dir.join("zoo.cfg");
+/// A temporary directory (removed when dropped) holding a `zoo.cfg` of `lines`.
+fn write_cfg(lines: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-admin-https-cfg-")
+        .tempdir()
+        .unwrap();
     std::fs::write(
-        &path,
+        dir.path().join("zoo.cfg"),
         format!(
             "dataDir={}\nclientPort=2181\n{lines}",
-            dir.join("data").display()
+            dir.path().join("data").display()
         ),
     )
     .unwrap();
-    path
+    dir
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use support::http::{self, Reply};
 use support::pki::{PASSWORD, Pki};
-use support::servers::{free_port, temp_dir};
+use support::servers::free_port;
 use support::warden::{Warden, output_within, wait_for};
 
 const PROMETHEUS: &str = "metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
@@ -20,7 +20,7 @@ const PROMETHEUS: &str = "metricsProvider.className=org.apache.zookeeper.metrics
 
 /// A CA for the server and its scrapers, and a second one nobody trusts.
 fn pki(name: &str) -> Pki {
-    let pki = Pki::empty(&temp_dir(name));
+    let pki = Pki::scratch(name);
     pki.ca("ca", "Metrics CA");
     pki.ca("rogue", "Rogue CA");
     std::fs::write(pki.path("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
@@ -213,10 +213,19 @@ fn changed_store_files_are_read_again() {
     assert_metrics(&scrape_tls(&pki, https_port, Some("intruder")).unwrap());
 }
 
+/// A new temporary directory `warden-<label>-…`, removed when dropped.
+fn scratch_dir(label: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("warden-{label}-"))
+        .tempdir()
+        .unwrap()
+}
+
 /// `warden server` with `args` on a zoo.cfg of `lines`: whether it succeeded, its stdout and
 /// its stderr; a failure if it is still running after 30 s (then it is killed by its PID).
 fn run_server(args: &[&str], lines: &str) -> (bool, String, String) {
-    let dir = temp_dir("metrics-https-cfg");
+    let scratch = scratch_dir("metrics-https-cfg");
+    let dir = scratch.path();
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
@@ -316,7 +325,8 @@ fn print_config_shows_the_https_endpoint_as_toml_that_loads_back() {
     assert!(text.contains("[metrics.tls]"), "{text}");
     assert!(text.contains("client_auth = \"need\""), "{text}");
     assert!(text.contains("enabled_protocols = [\"TLSv1.3\"]"), "{text}");
-    let toml_path = temp_dir("metrics-https-toml").join("warden.toml");
+    let scratch = scratch_dir("metrics-https-toml");
+    let toml_path = scratch.path().join("warden.toml");
     std::fs::write(&toml_path, &text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["server", "--check-config", "--config"])

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, Mode, Serving, System};
 use support::pki::{PASSWORD, Pki};
-use support::servers::temp_dir;
 use support::warden::persistent;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
@@ -28,7 +27,7 @@ const KEPT_OUT_FOR: Duration = Duration::from_secs(5);
 /// A CA; peer certificates naming 127.0.0.1 from it and from another CA; one from it naming
 /// another host only; an expired one. PKCS#12 key stores, the CA as a PEM trust store.
 fn pki() -> Pki {
-    let pki = Pki::empty(&temp_dir("quorum-pki"));
+    let pki = Pki::scratch("quorum-pki");
     pki.ca("ca", "Quorum CA");
     pki.ca("other-ca", "Other CA");
     let usage = "extendedKeyUsage=serverAuth,clientAuth\n";

@@ -9,6 +9,8 @@ pub const PASSWORD: &str = "apassword";
 
 pub struct Pki {
     pub dir: PathBuf,
+    /// The directory [`Pki::scratch`] made, removed with the `Pki`.
+    _scratch: Option<tempfile::TempDir>,
 }
 
 pub fn run(cmd: &mut Command) {
@@ -30,6 +32,20 @@ impl Pki {
         std::fs::create_dir_all(dir).unwrap();
         Pki {
             dir: dir.to_path_buf(),
+            _scratch: None,
+        }
+    }
+
+    /// A new temporary directory `warden-<label>-…` for certificates, removed when the `Pki`
+    /// is dropped.
+    pub fn scratch(label: &str) -> Pki {
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("warden-{label}-"))
+            .tempdir()
+            .unwrap();
+        Pki {
+            dir: scratch.path().to_path_buf(),
+            _scratch: Some(scratch),
         }
     }
 
