@@ -326,7 +326,7 @@ pub async fn serve(ctx: Arc<Context>, stream: ClientStream, peer: SocketAddr) {
 
     let (out, queue) = outbound::channel(ctx.config.limits.outbound_queue_bytes_per_session_max);
     let (writer_done_tx, writer_done) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    outbound::writers().spawn(async move {
         write_loop(write, queue).await;
         drop(writer_done_tx);
     });
