@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use support::http::{self, Reply};
 use support::pki::Pki;
+use support::servers::scratch_dir;
 use support::warden::Warden;
 
 fn pki() -> Pki {
@@ -113,10 +114,7 @@ fn https_without_the_quorum_key_store_is_a_start_error() {
 
 /// A temporary directory (removed when dropped) holding a `zoo.cfg` of `lines`.
 fn write_cfg(lines: &str) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("warden-admin-https-cfg-")
-        .tempdir()
-        .unwrap();
+    let dir = scratch_dir("admin-https-cfg");
     std::fs::write(
         dir.path().join("zoo.cfg"),
         format!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use support::http::{self, Reply};
 use support::pki::{PASSWORD, Pki};
-use support::servers::free_port;
+use support::servers::{free_port, scratch_dir};
 use support::warden::{Warden, output_within, wait_for};
 
 const PROMETHEUS: &str = "metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
@@ -211,14 +211,6 @@ fn changed_store_files_are_read_again() {
         warden.log().contains("keeping the previous ones")
     });
     assert_metrics(&scrape_tls(&pki, https_port, Some("intruder")).unwrap());
-}
-
-/// A new temporary directory `warden-<label>-…`, removed when dropped.
-fn scratch_dir(label: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("warden-{label}-"))
-        .tempdir()
-        .unwrap()
 }
 
 /// `warden server` with `args` on a zoo.cfg of `lines`: whether it succeeded, its stdout and

@@ -39,10 +39,7 @@ impl Pki {
     /// A new temporary directory `warden-<label>-…` for certificates, removed when the `Pki`
     /// is dropped.
     pub fn scratch(label: &str) -> Pki {
-        let scratch = tempfile::Builder::new()
-            .prefix(&format!("warden-{label}-"))
-            .tempdir()
-            .unwrap();
+        let scratch = super::servers::scratch_dir(label);
         Pki {
             dir: scratch.path().to_path_buf(),
             _scratch: Some(scratch),

@@ -132,6 +132,16 @@ pub fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
+/// A new directory `warden-<label>-…` under the system's temporary directory, removed when
+/// the returned guard is dropped: for files a test makes (certificates, configurations) and
+/// no server keeps.
+pub fn scratch_dir(label: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("warden-{label}-"))
+        .tempdir()
+        .unwrap()
+}
+
 /// Writes `dir/zoo.cfg`: `body` plus dataDir, clientPort and clientPortAddress.
 fn write_zoo_cfg(dir: &Path, port: u16, body: &str) -> PathBuf {
     let config = format!(
