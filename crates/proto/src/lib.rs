@@ -16,12 +16,14 @@
 
 pub mod frame;
 pub mod jute;
+pub mod names;
 pub mod quorum;
 pub mod request;
 pub mod response;
 pub mod types;
 
 pub use jute::{DecodeError, Reader, Record, Writer};
+pub use names::Names;
 pub use request::{ConnectRequest, Request, RequestHeader};
 pub use response::{ConnectResponse, OpResult, ReplyHeader, Response};
 pub use types::{Acl, CreateMode, ErrorCode, EventType, Id, OpCode, Stat, WatcherEvent};

@@ -2,6 +2,7 @@
 //! operation, multi results and watch notifications.
 
 use crate::jute::{DecodeError, Reader, Record, Writer, record};
+use crate::names::Names;
 use crate::request::MultiHeader;
 use crate::types::{Acl, ClientInfo, ErrorCode, OpCode, Stat, WatcherEvent, xid};
 
@@ -79,11 +80,11 @@ pub enum Response {
         stat: Stat,
     },
     GetChildren {
-        children: Vec<String>,
+        children: Names,
     },
     /// getChildren2 and ClickHouse's filteredList.
     GetChildren2 {
-        children: Vec<String>,
+        children: Names,
         stat: Stat,
     },
     Sync {
@@ -108,7 +109,7 @@ pub enum Response {
     /// ClickHouse's filteredListWithStatsAndData: `stats` and `data` are empty unless asked
     /// for, else index-aligned with `children`.
     ListWithStatsAndData {
-        children: Vec<String>,
+        children: Names,
         stat: Stat,
         stats: Vec<Stat>,
         data: Vec<Option<Vec<u8>>>,
@@ -131,11 +132,15 @@ pub enum OpResult {
 const REPLY_ROOM_BYTES: usize = 128;
 
 impl Response {
-    /// The bytes of node data the reply carries. A frame is sized for them up front: grown by
-    /// doubling, a 1 MB getData reply was copied twice and held 2 MB (docs/benchmarks.md).
+    /// The bytes of node data or names the reply carries. A frame is sized for them up front:
+    /// grown by doubling, a 1 MB getData reply was copied twice and held 2 MB
+    /// (docs/benchmarks.md).
     fn data_len(&self) -> usize {
         match self {
             Response::GetData { data, .. } => data.as_ref().map_or(0, Vec::len),
+            Response::GetChildren { children }
+            | Response::GetChildren2 { children, .. }
+            | Response::ListWithStatsAndData { children, .. } => children.encoded_len(),
             _ => 0,
         }
     }

@@ -12,7 +12,7 @@ use warden_proto::request::{
 };
 use warden_proto::types::ClientInfo;
 use warden_proto::{
-    Acl, ConnectRequest, ConnectResponse, ErrorCode, Id, OpCode, OpResult, Reader, Record,
+    Acl, ConnectRequest, ConnectResponse, ErrorCode, Id, Names, OpCode, OpResult, Reader, Record,
     ReplyHeader, Request, Response, Stat,
 };
 
@@ -138,6 +138,10 @@ fn stat() -> impl Strategy<Value = Stat> {
 
 fn names() -> impl Strategy<Value = Vec<String>> {
     proptest::collection::vec("[a-z0-9]{0,8}", 0..5)
+}
+
+fn children() -> impl Strategy<Value = Names> {
+    names().prop_map(|names| names.into_iter().collect())
 }
 
 fn create() -> impl Strategy<Value = CreateRequest> {
@@ -324,7 +328,7 @@ fn multi_result() -> impl Strategy<Value = OpResult> {
             op: OpCode::GetData,
             response: Response::GetData { data, stat }
         }),
-        names().prop_map(|children| OpResult::Ok {
+        children().prop_map(|children| OpResult::Ok {
             op: OpCode::GetChildren,
             response: Response::GetChildren { children }
         }),
@@ -334,7 +338,7 @@ fn multi_result() -> impl Strategy<Value = OpResult> {
 fn response() -> impl Strategy<Value = (OpCode, Response)> {
     prop_oneof![
         (
-            names(),
+            children(),
             stat(),
             proptest::collection::vec(stat(), 0..3),
             proptest::collection::vec(data(), 0..3)
@@ -356,8 +360,8 @@ fn response() -> impl Strategy<Value = (OpCode, Response)> {
         (data(), stat())
             .prop_map(|(data, stat)| (OpCode::GetData, Response::GetData { data, stat })),
         (acl(), stat()).prop_map(|(acl, stat)| (OpCode::GetAcl, Response::GetAcl { acl, stat })),
-        names().prop_map(|children| (OpCode::GetChildren, Response::GetChildren { children })),
-        (names(), stat()).prop_map(|(children, stat)| (
+        children().prop_map(|children| (OpCode::GetChildren, Response::GetChildren { children })),
+        (children(), stat()).prop_map(|(children, stat)| (
             OpCode::GetChildren2,
             Response::GetChildren2 { children, stat }
         )),

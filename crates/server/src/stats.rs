@@ -167,7 +167,7 @@ impl PerNamespace {
             (Request::Exists(r), Response::Stat(_)) => (&r.path, 0),
             (Request::GetChildren(r), Response::GetChildren { children })
             | (Request::GetChildren2(r), Response::GetChildren2 { children, .. }) => {
-                (&r.path, children.iter().map(String::len).sum())
+                (&r.path, children.name_bytes())
             }
             _ => return,
         };

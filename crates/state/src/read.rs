@@ -2,7 +2,7 @@
 //! the answer, and the watch the read leaves behind.
 
 use warden_proto::request::PathWatchRequest;
-use warden_proto::{ErrorCode, Id, OpResult, Request, Response};
+use warden_proto::{ErrorCode, Id, Names, OpResult, Request, Response};
 
 use crate::acl;
 use crate::state::State;
@@ -125,14 +125,14 @@ impl State {
                 let node = self.readable(&r.path, auth)?;
                 watch(r, WatchKind::Child);
                 Ok(Response::GetChildren {
-                    children: node.children().map(|c| c.name().to_owned()).collect(),
+                    children: node.children().map(|c| c.name()).collect(),
                 })
             }
             Request::GetChildren2(r) => {
                 let node = self.readable(&r.path, auth)?;
                 watch(r, WatchKind::Child);
                 Ok(Response::GetChildren2 {
-                    children: node.children().map(|c| c.name().to_owned()).collect(),
+                    children: node.children().map(|c| c.name()).collect(),
                     stat: node.wire_stat(),
                 })
             }
@@ -145,7 +145,7 @@ impl State {
                     });
                 }
                 Ok(Response::GetChildren2 {
-                    children: children.iter().map(|c| c.name().to_owned()).collect(),
+                    children: children.iter().map(|c| c.name()).collect(),
                     stat: node.wire_stat(),
                 })
             }
@@ -166,7 +166,7 @@ impl State {
                     });
                 }
                 Ok(Response::ListWithStatsAndData {
-                    children: children.iter().map(|c| c.name().to_owned()).collect(),
+                    children: children.iter().map(|c| c.name()).collect(),
                     stat: node.wire_stat(),
                     stats: if r.with_stat {
                         children.iter().map(NodeRef::wire_stat).collect()
@@ -186,7 +186,7 @@ impl State {
             Request::ListRecursive(r) => {
                 // Breadth first, skipping unreadable subtrees, stopping at the limit.
                 let root = self.readable(&r.path, auth)?;
-                let mut paths = Vec::new();
+                let mut paths = Names::new();
                 let mut queue: std::collections::VecDeque<(NodeRef<'_>, String)> =
                     [(root, r.path.clone())].into();
                 'walk: while let Some((node, at)) = queue.pop_front() {
@@ -198,7 +198,7 @@ impl State {
                             break 'walk;
                         }
                         let child_path = crate::path::join(&at, child.name());
-                        paths.push(child_path.clone());
+                        paths.push(&child_path);
                         queue.push_back((child, child_path));
                     }
                 }

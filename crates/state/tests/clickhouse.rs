@@ -231,7 +231,7 @@ fn lists() {
     else {
         panic!()
     };
-    assert_eq!(children, ["a", "b"]);
+    assert_eq!(children.iter().collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(stats[0].num_children, 1);
     assert_eq!(data[1].as_deref(), Some(&b"/l/b"[..]));
     let (_, body) = k.read(Request::ListRecursive(ListRecursiveRequest {
@@ -241,7 +241,7 @@ fn lists() {
     assert_eq!(
         body,
         Response::GetChildren {
-            children: vec!["/l/a".into(), "/l/b".into(), "/l/e".into(), "/l/a/x".into()]
+            children: ["/l/a", "/l/b", "/l/e", "/l/a/x"].into_iter().collect()
         }
     );
     let (_, body) = k.read(Request::ListRecursive(ListRecursiveRequest {
@@ -251,7 +251,7 @@ fn lists() {
     assert_eq!(
         body,
         Response::GetChildren {
-            children: vec!["/l/a".into(), "/l/b".into()]
+            children: ["/l/a", "/l/b"].into_iter().collect()
         }
     );
 }

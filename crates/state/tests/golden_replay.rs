@@ -72,10 +72,10 @@ fn normalize(body: &Response, sessions: &HashMap<i64, i64>) -> Response {
             stat: st(stat),
         },
         Response::GetChildren { children } => Response::GetChildren {
-            children: sorted(children),
+            children: children.sorted(),
         },
         Response::GetChildren2 { children, stat } => Response::GetChildren2 {
-            children: sorted(children),
+            children: children.sorted(),
             stat: st(stat),
         },
         Response::GetEphemerals { paths } => Response::GetEphemerals {

@@ -593,7 +593,7 @@ fn is_user_space(path: &str) -> bool {
 fn normalized(mut body: Response) -> Response {
     match &mut body {
         Response::GetChildren { children } | Response::GetChildren2 { children, .. } => {
-            children.sort()
+            *children = children.sorted()
         }
         Response::Multi(results) => {
             for r in results {

@@ -568,13 +568,13 @@ impl Model {
             Request::GetChildren(r) => {
                 self.readable(&r.path, auth)?;
                 Ok(Response::GetChildren {
-                    children: self.children(&r.path),
+                    children: self.children(&r.path).into_iter().collect(),
                 })
             }
             Request::GetChildren2(r) => {
                 self.readable(&r.path, auth)?;
                 Ok(Response::GetChildren2 {
-                    children: self.children(&r.path),
+                    children: self.children(&r.path).into_iter().collect(),
                     stat: self.stat(&r.path),
                 })
             }
