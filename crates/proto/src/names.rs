@@ -81,15 +81,6 @@ impl<'a> Iterator for Iter<'a> {
     }
 }
 
-impl<'a> IntoIterator for &'a Names {
-    type Item = &'a str;
-    type IntoIter = Iter<'a>;
-
-    fn into_iter(self) -> Iter<'a> {
-        self.iter()
-    }
-}
-
 impl<S: AsRef<str>> FromIterator<S> for Names {
     fn from_iter<I: IntoIterator<Item = S>>(names: I) -> Names {
         let names = names.into_iter();
