@@ -1022,13 +1022,11 @@ impl Replica {
             }
         };
         let reply = reply_frame(local.xid, zxid, err, &body);
-        self.stats
-            .sent(Answered::Read, local.received.elapsed(), reply.len());
+        let latency = local.received.elapsed();
+        self.stats.sent(Answered::Read, latency, reply.len());
         out.send(reply);
         if let Some(client) = self.clients.get_mut(&connection) {
-            client
-                .stats
-                .sent(local.received.elapsed(), zxid, local.request.op() as i32);
+            client.stats.sent(latency, zxid, local.request.op() as i32);
             client.progress.notify_one();
         }
     }

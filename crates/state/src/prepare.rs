@@ -16,7 +16,7 @@ use warden_proto::{Acl, CreateMode, ErrorCode, Id, OpCode, Request};
 use crate::acl;
 use crate::path;
 use crate::quota::{self, Measure, QuotaBreach, StatsTrack};
-use crate::tree::{self, DataTree, NodeKind};
+use crate::tree::{self, DataTree, NodeId, NodeKind};
 
 /// What validation needs of a node.
 #[derive(Debug, Clone)]
@@ -54,19 +54,24 @@ impl<'a> View<'a> {
     }
 
     pub fn get(&self, path: &str) -> Option<NodeInfo> {
+        self.find(path).map(|(info, _)| info)
+    }
+
+    /// [`View::get`], with the node's id when the view takes it from the tree: a node no
+    /// earlier operation of this multi changed, and which none of them can have moved or
+    /// removed (that would have changed it in the view), so the id still names it when this
+    /// operation commits after theirs.
+    fn find(&self, path: &str) -> Option<(NodeInfo, Option<NodeId>)> {
         if let Some(p) = self.pending.get(path) {
-            return p.clone();
+            return p.clone().map(|info| (info, None));
         }
-        if self
-            .removed_subtrees
-            .iter()
-            .any(|r| path::is_within(path, r))
-        {
+        if self.removed(path) {
             return None;
         }
-        let n = self.tree.get(path)?;
+        let id = self.tree.lookup(path)?;
+        let n = self.tree.node(id);
         let s = n.stat();
-        Some(NodeInfo {
+        let info = NodeInfo {
             version: s.version,
             cversion: s.cversion,
             aversion: s.aversion,
@@ -74,25 +79,42 @@ impl<'a> View<'a> {
             num_children: n.num_children(),
             acl: self.tree.acl_table().get(n.acl_id()).clone(),
             data_len: n.data().map_or(0, |d| d.len() as i64),
-        })
+        };
+        Some((info, Some(id)))
+    }
+
+    /// Whether the node at `path`, named `name`, exists in the view; `parent` is its parent's
+    /// id from [`View::find`], if the view gave one, so that the tree is asked for one name
+    /// rather than the whole path. ("/" splits into the root and an empty name: it is asked
+    /// for as a path.)
+    fn has_child(&self, parent: Option<NodeId>, path: &str, name: &str) -> bool {
+        let Some(parent) = parent.filter(|_| !name.is_empty()) else {
+            return self.get(path).is_some();
+        };
+        match self.pending.get(path) {
+            Some(pending) => pending.is_some(),
+            None => !self.removed(path) && self.tree.child(parent, name).is_some(),
+        }
+    }
+
+    /// Whether an earlier removeRecursive of this multi took `path` away.
+    fn removed(&self, path: &str) -> bool {
+        self.removed_subtrees
+            .iter()
+            .any(|r| path::is_within(path, r))
     }
 
     /// The Stat clients see, for a node as committed and untouched by this multi; nodes the
     /// multi created or changed have no committed Stat yet.
     pub fn wire_stat(&self, path: &str) -> Option<warden_proto::Stat> {
-        if self.pending.contains_key(path)
-            || self
-                .removed_subtrees
-                .iter()
-                .any(|r| path::is_within(path, r))
-        {
+        if self.pending.contains_key(path) || self.removed(path) {
             return None;
         }
         self.tree.get(path).map(|n| n.wire_stat())
     }
 
-    fn update(&mut self, path: &str, f: impl FnOnce(&mut NodeInfo)) {
-        let mut info = self.get(path).expect("updated node exists in the view");
+    /// Records `info`, the view's node at `path` as [`View::get`] gave it, changed by `f`.
+    fn set(&mut self, path: &str, mut info: NodeInfo, f: impl FnOnce(&mut NodeInfo)) {
         f(&mut info);
         self.pending.insert(path.to_owned(), Some(info));
     }
@@ -115,9 +137,12 @@ pub enum Change {
         op: OpCode,
         path: String,
         data: Option<Vec<u8>>,
-        acl: Vec<Acl>,
+        acl: Arc<[Acl]>,
         ephemeral_owner: i64,
         parent_cversion: i32,
+        /// The parent's id, when validation took it from the tree ([`View::find`]); else
+        /// the commit looks the parent up.
+        parent: Option<NodeId>,
     },
     Delete {
         op: OpCode,
@@ -295,7 +320,7 @@ pub fn prepare(
             let data_len = r.data.as_ref().map_or(0, |d| d.len() as i64);
             check_quota(&r.path, 0, data_len - node.data_len, caller, view)?;
             check_version(r.version, node.version)?;
-            view.update(&r.path, |n| {
+            view.set(&r.path, node, |n| {
                 n.version = n.version.wrapping_add(1);
                 n.data_len = data_len;
             });
@@ -311,7 +336,7 @@ pub fn prepare(
             check_acl(&node, acl::ADMIN, caller)?;
             check_version(r.version, node.aversion)?;
             let shared: Arc<[Acl]> = acl.clone().into();
-            view.update(&r.path, |n| {
+            view.set(&r.path, node, |n| {
                 n.aversion = n.aversion.wrapping_add(1);
                 n.acl = shared;
             });
@@ -374,15 +399,18 @@ fn create(
         return Err(ErrorCode::BAD_ARGUMENTS);
     }
     let (parent_path, _) = path::split_parent(&r.path).ok_or(ErrorCode::BAD_ARGUMENTS)?;
-    let acl = acl::fixup(&r.acl, caller.auth).map_err(|_| ErrorCode::INVALID_ACL)?;
-    let parent = view.get(parent_path).ok_or(ErrorCode::NO_NODE)?;
+    let acl: Arc<[Acl]> = acl::fixup(&r.acl, caller.auth)
+        .map_err(|_| ErrorCode::INVALID_ACL)?
+        .into();
+    let (parent, parent_id) = view.find(parent_path).ok_or(ErrorCode::NO_NODE)?;
     check_acl(&parent, acl::CREATE, caller)?;
     let mut path = r.path.clone();
     if mode.is_sequential() {
         path.push_str(&sequence_suffix(parent.cversion));
     }
     valid(&path)?;
-    if view.get(&path).is_some() {
+    let (_, name) = path::split_parent(&path).ok_or(ErrorCode::BAD_ARGUMENTS)?;
+    if view.has_child(parent_id, &path, name) {
         return Err(ErrorCode::NODE_EXISTS);
     }
     if matches!(
@@ -403,7 +431,7 @@ fn create(
         _ if mode.is_ephemeral() => caller.session_id,
         _ => 0,
     };
-    view.update(parent_path, |p| {
+    view.set(parent_path, parent, |p| {
         p.num_children += 1;
         p.cversion = parent_cversion;
     });
@@ -415,7 +443,7 @@ fn create(
             aversion: 0,
             ephemeral_owner,
             num_children: 0,
-            acl: acl.clone().into(),
+            acl: acl.clone(),
             data_len,
         }),
     );
@@ -426,6 +454,7 @@ fn create(
         acl,
         ephemeral_owner,
         parent_cversion,
+        parent: parent_id,
     })
 }
 
@@ -452,7 +481,7 @@ fn delete(
     if caller.enforce_quota {
         view.charge_quota(path, -1, -node.data_len);
     }
-    view.update(parent_path, |p| p.num_children -= 1);
+    view.set(parent_path, parent, |p| p.num_children -= 1);
     view.pending.insert(path.to_owned(), None);
     Ok(Change::Delete {
         op,
@@ -617,7 +646,7 @@ fn remove_recursive(
         view.pending.insert(p, None);
     }
     view.removed_subtrees.push(r.path.clone());
-    view.update(parent_path, |p| p.num_children -= 1);
+    view.set(parent_path, parent, |p| p.num_children -= 1);
     Ok(Change::RemoveRecursive {
         path: r.path.clone(),
     })

@@ -220,9 +220,13 @@ impl State {
                 acl,
                 ephemeral_owner,
                 parent_cversion,
+                parent,
             } => {
                 let (parent_path, name) = path::split_parent(&path).expect("validated path");
-                let parent = self.tree.lookup(parent_path).expect("validated parent");
+                debug_assert!(parent.is_none() || parent == self.tree.lookup(parent_path));
+                let parent = parent
+                    .or_else(|| self.tree.lookup(parent_path))
+                    .expect("validated parent");
                 let stat = NodeStat {
                     czxid: zxid,
                     mzxid: zxid,
